@@ -1,0 +1,1 @@
+//! Facts an expert reads, derived from a launch's metrics.

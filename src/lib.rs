@@ -1,0 +1,9 @@
+//! keet: the Kernel Execution Explanation Toolkit.
+//!
+//! Data flows one way: [`profile`] (ingest) → [`facts`] → [`rules`] → prompt ([`explain`]) →
+//! findings ([`llm`]) → [`validate`] → report ([`render`]), with [`cache`] keeping analyses.
+
+pub mod facts;
+pub mod llm;
+pub mod profile;
+pub mod rules;

@@ -1,0 +1,1 @@
+//! Maps details-page display labels ("Duration" in "GPU Speed Of Light Throughput") to raw metric names.

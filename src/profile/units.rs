@@ -1,0 +1,250 @@
+//! Units and numbers as Nsight Compute writes them, normalised to one base unit per quantity.
+//!
+//! ncu writes the same quantity many ways across versions and `--print-units` settings:
+//! `nsecond`/`ns`/`usecond`/`msecond`, `byte`/`Kbyte`/`Mbyte`, `byte/second`/`byte/s`/`Gbyte/s`,
+//! `hz`/`Mhz`/`Ghz`/`cycle/nsecond`, `cycle`/`Kcycle`, `inst`, `warp`, `%`. Everything is
+//! converted to: nanoseconds, bytes, bytes per second, hertz, percent, and plain counts.
+//! Numbers may carry thousands separators (`7,256,830,601.09`) or a decimal comma (`1,5`).
+
+use serde::{Serialize, Serializer};
+use std::fmt;
+
+/// A normalised unit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Unit {
+    Nanoseconds,
+    Bytes,
+    BytesPerSecond,
+    Hertz,
+    Percent,
+    /// A count of something, singular name: "cycle", "inst", "warp", "sector", "request",
+    /// "thread", "block", "register/thread", ... (prefix removed, value scaled).
+    Count(String),
+    /// A count per second ("inst/s", "sector/s").
+    PerSecond(String),
+    /// A dimensionless number (empty unit in the source).
+    None,
+    /// Anything else, kept as written (lowercased): "inst/cycle", "sector/request"...
+    Other(String),
+}
+
+impl Unit {
+    pub fn symbol(&self) -> String {
+        match self {
+            Unit::Nanoseconds => "ns".into(),
+            Unit::Bytes => "byte".into(),
+            Unit::BytesPerSecond => "byte/s".into(),
+            Unit::Hertz => "Hz".into(),
+            Unit::Percent => "%".into(),
+            Unit::Count(s) => s.clone(),
+            Unit::PerSecond(s) => format!("{s}/s"),
+            Unit::None => String::new(),
+            Unit::Other(s) => s.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.symbol())
+    }
+}
+
+impl Serialize for Unit {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.symbol())
+    }
+}
+
+/// Seconds-per-unit factor to nanoseconds, for a time unit name.
+fn time_ns(u: &str) -> Option<f64> {
+    Some(match u {
+        "ns" | "nsecond" | "nseconds" | "nanosecond" | "nanoseconds" => 1.0,
+        "us" | "usecond" | "useconds" | "µs" | "microsecond" | "microseconds" => 1e3,
+        "ms" | "msecond" | "mseconds" | "millisecond" | "milliseconds" => 1e6,
+        "s" | "second" | "seconds" | "sec" => 1e9,
+        "ps" | "psecond" => 1e-3,
+        _ => return None,
+    })
+}
+
+/// Splits an SI prefix off a count unit ("Kbyte" -> (1e3, "byte")).
+fn split_prefix(u: &str) -> (f64, &str) {
+    const BASES: &[&str] = &[
+        "byte", "cycle", "inst", "warp", "thread", "block", "sector", "request", "wavefront", "sample",
+        "transaction", "op", "flop", "instruction",
+    ];
+    if BASES.contains(&u) {
+        return (1.0, u);
+    }
+    for (p, f) in [("ki", 1024.0), ("mi", 1048576.0), ("gi", 1073741824.0), ("ti", 1099511627776.0)] {
+        if let Some(rest) = u.strip_prefix(p) {
+            if BASES.contains(&rest) {
+                return (f, rest);
+            }
+        }
+    }
+    for (p, f) in [("k", 1e3), ("m", 1e6), ("g", 1e9), ("t", 1e12), ("p", 1e15)] {
+        if let Some(rest) = u.strip_prefix(p) {
+            if BASES.contains(&rest) {
+                return (f, rest);
+            }
+        }
+    }
+    (1.0, u)
+}
+
+fn singular(u: &str) -> &str {
+    match u {
+        "bytes" => "byte",
+        "cycles" => "cycle",
+        "insts" | "instructions" | "instruction" => "inst",
+        "warps" => "warp",
+        "threads" => "thread",
+        "blocks" => "block",
+        "sectors" => "sector",
+        "requests" => "request",
+        _ => u,
+    }
+}
+
+/// Returns the factor that converts a value in `raw` into the returned normalised unit.
+pub fn normalize_unit(raw: &str) -> (f64, Unit) {
+    let t = raw.trim();
+    if t.is_empty() {
+        return (1.0, Unit::None);
+    }
+    if t == "%" {
+        return (1.0, Unit::Percent);
+    }
+    let l = t.to_ascii_lowercase();
+    match l.as_str() {
+        "hz" => return (1.0, Unit::Hertz),
+        "khz" => return (1e3, Unit::Hertz),
+        "mhz" => return (1e6, Unit::Hertz),
+        "ghz" => return (1e9, Unit::Hertz),
+        _ => {}
+    }
+    if let Some(f) = time_ns(&l) {
+        return (f, Unit::Nanoseconds);
+    }
+    if let Some((num, den)) = l.split_once('/') {
+        let (pf, base) = split_prefix(singular(num));
+        if let Some(den_ns) = time_ns(den) {
+            // X per time unit -> X per second.
+            let f = pf * 1e9 / den_ns;
+            return match base {
+                "byte" => (f, Unit::BytesPerSecond),
+                "cycle" => (f, Unit::Hertz),
+                _ => (f, Unit::PerSecond(base.to_string())),
+            };
+        }
+        if den == "thread" && base == "register" {
+            return (1.0, Unit::Count("register/thread".into()));
+        }
+        return (1.0, Unit::Other(l));
+    }
+    let (pf, base) = split_prefix(singular(&l));
+    if base == "byte" {
+        return (pf, Unit::Bytes);
+    }
+    if pf != 1.0 || matches!(base, "cycle" | "inst" | "warp" | "thread" | "block" | "sector" | "request" | "wavefront" | "sample" | "transaction") {
+        return (pf, Unit::Count(base.to_string()));
+    }
+    (1.0, Unit::Other(l))
+}
+
+/// How a file writes numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NumberLocale {
+    /// `1,234,567.89`: comma groups thousands, dot is the decimal point.
+    #[default]
+    DotDecimal,
+    /// `1.234.567,89` or `1 234 567,89`: comma is the decimal point.
+    CommaDecimal,
+}
+
+/// Parses one number as ncu writes it. `Ok(None)` for values that mean "no value"
+/// (`n/a`, empty, `-`); `Err(())` for text that is not a number.
+pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()> {
+    let t = text.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("n/a") || t == "-" || t == "--" || t.eq_ignore_ascii_case("nan") {
+        return Ok(None);
+    }
+    let mut s = String::with_capacity(t.len());
+    for c in t.chars() {
+        match (c, locale) {
+            (',', NumberLocale::DotDecimal) => {}
+            ('.', NumberLocale::CommaDecimal) | ('\u{a0}', _) | ('\u{202f}', _) | (' ', _) | ('\'', _) => {}
+            (',', NumberLocale::CommaDecimal) => s.push('.'),
+            _ => s.push(c),
+        }
+    }
+    match s.parse::<f64>() {
+        Ok(v) => Ok(Some(v)),
+        Err(_) => Err(()),
+    }
+}
+
+/// Guesses a file's locale from sample values: any value like `12,5` or `1.234,5` means comma-decimal.
+pub fn detect_locale<'a>(values: impl IntoIterator<Item = &'a str>) -> NumberLocale {
+    for v in values {
+        let v = v.trim();
+        if let Some((int, frac)) = v.rsplit_once(',') {
+            let int_ok = !int.is_empty() && int.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-');
+            let frac_ok = !frac.is_empty() && frac.chars().all(|c| c.is_ascii_digit());
+            // "1,952" is a thousands group (exactly 3 digits); "1,95" or "1.234,5" is a decimal comma.
+            if int_ok && frac_ok && (frac.len() != 3 || int.contains('.')) {
+                return NumberLocale::CommaDecimal;
+            }
+        }
+    }
+    NumberLocale::DotDecimal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_normalise() {
+        assert_eq!(normalize_unit("nsecond"), (1.0, Unit::Nanoseconds));
+        assert_eq!(normalize_unit("usecond"), (1e3, Unit::Nanoseconds));
+        assert_eq!(normalize_unit("msecond"), (1e6, Unit::Nanoseconds));
+        assert_eq!(normalize_unit("Kbyte"), (1e3, Unit::Bytes));
+        assert_eq!(normalize_unit("Gbyte/s"), (1e9, Unit::BytesPerSecond));
+        assert_eq!(normalize_unit("byte/second"), (1.0, Unit::BytesPerSecond));
+        assert_eq!(normalize_unit("Tbyte/second"), (1e12, Unit::BytesPerSecond));
+        assert_eq!(normalize_unit("Ghz"), (1e9, Unit::Hertz));
+        assert_eq!(normalize_unit("hz"), (1.0, Unit::Hertz));
+        assert_eq!(normalize_unit("cycle/nsecond"), (1e9, Unit::Hertz));
+        assert_eq!(normalize_unit("cycle/usecond"), (1e6, Unit::Hertz));
+        assert_eq!(normalize_unit("Kcycle"), (1e3, Unit::Count("cycle".into())));
+        assert_eq!(normalize_unit("cycle"), (1.0, Unit::Count("cycle".into())));
+        assert_eq!(normalize_unit("Minst"), (1e6, Unit::Count("inst".into())));
+        assert_eq!(normalize_unit("inst/cycle"), (1.0, Unit::Other("inst/cycle".into())));
+        assert_eq!(normalize_unit("%"), (1.0, Unit::Percent));
+        assert_eq!(normalize_unit(""), (1.0, Unit::None));
+        assert_eq!(normalize_unit("register/thread"), (1.0, Unit::Count("register/thread".into())));
+        assert_eq!(normalize_unit("sector/s").1, Unit::PerSecond("sector".into()));
+    }
+
+    #[test]
+    fn numbers_parse() {
+        use NumberLocale::*;
+        assert_eq!(parse_number("7,256,830,601.09", DotDecimal), Ok(Some(7256830601.09)));
+        assert_eq!(parse_number("1,952", DotDecimal), Ok(Some(1952.0)));
+        assert_eq!(parse_number("1.234,5", CommaDecimal), Ok(Some(1234.5)));
+        assert_eq!(parse_number("n/a", DotDecimal), Ok(None));
+        assert_eq!(parse_number("", DotDecimal), Ok(None));
+        assert_eq!(parse_number("abc", DotDecimal), Err(()));
+        assert_eq!(parse_number("-3.5e2", DotDecimal), Ok(Some(-350.0)));
+    }
+
+    #[test]
+    fn locale_detection() {
+        assert_eq!(detect_locale(["1,952", "7,256,830,601.09"]), NumberLocale::DotDecimal);
+        assert_eq!(detect_locale(["12", "37,58"]), NumberLocale::CommaDecimal);
+        assert_eq!(detect_locale(["1.234,567"]), NumberLocale::CommaDecimal);
+    }
+}
