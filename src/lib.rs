@@ -3,7 +3,10 @@
 //! Data flows one way: [`profile`] (ingest) → [`facts`] → [`rules`] → prompt ([`explain`]) →
 //! findings ([`llm`]) → [`validate`] → report ([`render`]), with [`cache`] keeping analyses.
 
+pub mod analysis;
+pub mod cli;
 pub mod facts;
 pub mod llm;
 pub mod profile;
+pub mod render;
 pub mod rules;

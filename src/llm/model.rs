@@ -19,4 +19,7 @@ pub trait CausalLm: Send {
     /// Number of positions currently in the KV cache.
     fn cache_len(&self) -> usize;
     fn vocab_size(&self) -> usize;
+    /// Hint: the current cache length is a prefix worth returning to (`truncate_cache` to it later
+    /// should be cheap). Implementations whose cache truncates in place need not do anything.
+    fn checkpoint(&mut self) {}
 }

@@ -104,6 +104,7 @@ fn singular(u: &str) -> &str {
         "blocks" => "block",
         "sectors" => "sector",
         "requests" => "request",
+        "branches" => "branch",
         _ => u,
     }
 }
@@ -142,13 +143,22 @@ pub fn normalize_unit(raw: &str) -> (f64, Unit) {
         if den == "thread" && base == "register" {
             return (1.0, Unit::Count("register/thread".into()));
         }
+        // "Kbyte/block" and "byte/block" are the same quantity: scale the numerator's prefix.
+        if pf != 1.0 {
+            return (pf, Unit::Other(format!("{base}/{den}")));
+        }
         return (1.0, Unit::Other(l));
     }
     let (pf, base) = split_prefix(singular(&l));
     if base == "byte" {
         return (pf, Unit::Bytes);
     }
-    if pf != 1.0 || matches!(base, "cycle" | "inst" | "warp" | "thread" | "block" | "sector" | "request" | "wavefront" | "sample" | "transaction") {
+    if pf != 1.0
+        || matches!(
+            base,
+            "cycle" | "inst" | "warp" | "thread" | "block" | "sector" | "request" | "wavefront" | "sample" | "transaction" | "branch"
+        )
+    {
         return (pf, Unit::Count(base.to_string()));
     }
     (1.0, Unit::Other(l))
@@ -166,24 +176,38 @@ pub enum NumberLocale {
 
 /// Parses one number as ncu writes it. `Ok(None)` for values that mean "no value"
 /// (`n/a`, empty, `-`); `Err(())` for text that is not a number.
+///
+/// Does not allocate: plain numbers go straight to `str::parse`, numbers with separators are
+/// copied into a stack buffer first.
 pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()> {
     let t = text.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("n/a") || t == "-" || t == "--" || t.eq_ignore_ascii_case("nan") {
         return Ok(None);
     }
-    let mut s = String::with_capacity(t.len());
+    let b = t.as_bytes();
+    let plain = b.iter().all(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
+    if plain && (locale == NumberLocale::DotDecimal || !b.contains(&b'.')) {
+        return t.parse::<f64>().map(Some).map_err(|_| ());
+    }
+    let mut buf = [0u8; 96];
+    let mut n = 0usize;
     for c in t.chars() {
-        match (c, locale) {
-            (',', NumberLocale::DotDecimal) => {}
-            ('.', NumberLocale::CommaDecimal) | ('\u{a0}', _) | ('\u{202f}', _) | (' ', _) | ('\'', _) => {}
-            (',', NumberLocale::CommaDecimal) => s.push('.'),
-            _ => s.push(c),
+        let out = match (c, locale) {
+            (',', NumberLocale::DotDecimal) => continue,
+            ('.', NumberLocale::CommaDecimal) | ('\u{a0}', _) | ('\u{202f}', _) | (' ', _) | ('\'', _) => continue,
+            (',', NumberLocale::CommaDecimal) => b'.',
+            (c, _) if c.is_ascii() => c as u8,
+            _ => return Err(()),
+        };
+        if n == buf.len() {
+            return Err(());
         }
+        buf[n] = out;
+        n += 1;
     }
-    match s.parse::<f64>() {
-        Ok(v) => Ok(Some(v)),
-        Err(_) => Err(()),
-    }
+    // Only ASCII bytes were written.
+    let s = std::str::from_utf8(&buf[..n]).map_err(|_| ())?;
+    s.parse::<f64>().map(Some).map_err(|_| ())
 }
 
 /// Guesses a file's locale from sample values: any value like `12,5` or `1.234,5` means comma-decimal.
@@ -227,6 +251,10 @@ mod tests {
         assert_eq!(normalize_unit(""), (1.0, Unit::None));
         assert_eq!(normalize_unit("register/thread"), (1.0, Unit::Count("register/thread".into())));
         assert_eq!(normalize_unit("sector/s").1, Unit::PerSecond("sector".into()));
+        assert_eq!(normalize_unit("Kbyte/block"), (1e3, Unit::Other("byte/block".into())));
+        assert_eq!(normalize_unit("byte/block"), (1.0, Unit::Other("byte/block".into())));
+        assert_eq!(normalize_unit("branches"), (1.0, Unit::Count("branch".into())));
+        assert_eq!(normalize_unit("sectors"), (1.0, Unit::Count("sector".into())));
     }
 
     #[test]
@@ -239,6 +267,12 @@ mod tests {
         assert_eq!(parse_number("", DotDecimal), Ok(None));
         assert_eq!(parse_number("abc", DotDecimal), Err(()));
         assert_eq!(parse_number("-3.5e2", DotDecimal), Ok(Some(-350.0)));
+        assert_eq!(parse_number("1\u{a0}234,5", CommaDecimal), Ok(Some(1234.5)));
+        assert_eq!(parse_number("12,5", CommaDecimal), Ok(Some(12.5)));
+        assert_eq!(parse_number("0.017241", DotDecimal), Ok(Some(0.017241)));
+        assert_eq!(parse_number("5,151 (33; 33)", DotDecimal), Err(()));
+        assert_eq!(parse_number("µs", DotDecimal), Err(()));
+        assert_eq!(parse_number(&"9".repeat(200), DotDecimal), Ok(Some("9".repeat(200).parse().unwrap())));
     }
 
     #[test]

@@ -1,0 +1,279 @@
+//! `keet bench`: benchmarks that print numbers (ingest, llm, explain).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use super::generate::ModelArgs;
+use crate::llm::{ChatMessage, Engine, GenerateOptions};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// LLM engine: prompt and decode tokens/s, constraint-mask time, load time, peak memory,
+    /// prefix-reuse saving; optionally beside llama.cpp (`--peer`) on the same prompt.
+    Llm(LlmBenchArgs),
+}
+
+/// The ~600-token prompt shared with the llama.cpp peer benchmark.
+pub const BENCH_PROMPT: &str = include_str!("../../tests/data/llm_bench_prompt.txt");
+
+#[derive(clap::Args, Debug)]
+pub struct LlmBenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt text file (default: the built-in ~600-token prompt, tests/data/llm_bench_prompt.txt).
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Tokens to decode (greedy, end tokens banned so every run decodes the same count).
+    #[arg(long, default_value_t = 200)]
+    pub tokens: usize,
+    /// Wrap the prompt in the model's chat template as the user message (as the peer's --chat).
+    #[arg(long)]
+    pub chat: bool,
+    /// Also run llama.cpp (python3 ../shared/bench/llama_cpp_peer.py) on the same model and prompt.
+    #[arg(long)]
+    pub peer: bool,
+    /// Path of the peer script.
+    #[arg(long, default_value = "../shared/bench/llama_cpp_peer.py")]
+    pub peer_script: PathBuf,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
+    match c {
+        BenchCommand::Llm(a) => bench_llm(a),
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), MiB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+    s[idx.min(s.len() - 1)]
+}
+
+fn r1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// A schema shaped like keet's explanation output, used to time the constraint mask.
+fn bench_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "maxLength": 160},
+            "bottleneck": {"type": "string", "enum": ["memory", "compute", "latency", "occupancy", "other"]},
+            "fixes": {"type": "array", "maxItems": 3, "items": {
+                "type": "object",
+                "properties": {
+                    "change": {"type": "string", "maxLength": 120},
+                    "metric": {"type": "string", "maxLength": 60},
+                    "expected_gain_pct": {"type": "integer", "minimum": 0, "maximum": 100}
+                },
+                "required": ["change", "metric", "expected_gain_pct"],
+                "additionalProperties": false
+            }}
+        },
+        "required": ["summary", "bottleneck", "fixes"],
+        "additionalProperties": false
+    })
+}
+
+fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
+    let text = match &a.prompt_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => BENCH_PROMPT.to_string(),
+    };
+    let t0 = Instant::now();
+    let mut engine = Engine::load(&a.model.engine_options())?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let ids = if a.chat {
+        engine.prompt_tokens(&[ChatMessage::user(text.clone())])?
+    } else {
+        engine.tokenizer().encode(&text)?
+    };
+    let end_ids = engine.tokenizer().end_ids.clone();
+
+    // Prompt processing and decode, straight on the model.
+    let (pp_s, dec_s) = {
+        let model = engine.model_mut();
+        let t = Instant::now();
+        let mut logits = model.forward(&ids, 0)?;
+        let pp_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut pos = ids.len();
+        for _ in 0..a.tokens {
+            for &e in &end_ids {
+                if let Some(l) = logits.get_mut(e as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            let tok = logits.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map(|(i, _)| i as u32).unwrap_or(0);
+            logits = model.forward(&[tok], pos)?;
+            pos += 1;
+        }
+        (pp_s, t.elapsed().as_secs_f64())
+    };
+    engine.reset();
+
+    // Constraint mask time over a constrained generation.
+    let prep_s = engine.prepare_constraints()?;
+    let schema = bench_schema();
+    let opts = GenerateOptions { max_tokens: a.tokens.max(16), ..Default::default() };
+    let g = engine.generate(
+        &[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))],
+        &opts,
+        Some(&schema),
+    )?;
+    let mask = &g.timings.mask_us;
+    let mask_mean = if mask.is_empty() { 0.0 } else { mask.iter().sum::<f64>() / mask.len() as f64 };
+    let mask_p99 = percentile(mask, 99.0);
+    let constrained_parses = serde_json::from_str::<Value>(&g.text).is_ok();
+
+    // Prefix reuse: the same system prompt and instructions with a different kernel each time.
+    engine.reset();
+    let system = "You are a GPU performance engineer. Explain Nsight Compute profiles precisely and briefly.";
+    let (instructions, _) = text.split_at(text.find("Kernel:").unwrap_or(text.len() / 2));
+    let kernels = ["gemm_tiled<float, 32, 32, 8>", "reduce_sum<256>", "softmax_fwd<half>", "transpose_naive"];
+    let mut prompt_times = Vec::new();
+    let short = GenerateOptions { max_tokens: 1, ..Default::default() };
+    for k in kernels.iter() {
+        let msg = format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
+        let g = engine.generate(&[ChatMessage::system(system), ChatMessage::user(msg)], &short, None)?;
+        prompt_times.push((g.timings.prompt_tokens, g.timings.reused_tokens, g.timings.prompt_s));
+    }
+    let cold = prompt_times[0];
+    let warm = *prompt_times.last().unwrap();
+    let saving = if cold.2 > 0.0 { 1.0 - warm.2 / cold.2 } else { 0.0 };
+
+    let keet = json!({
+        "engine": format!("keet ({})", engine.info.implementation),
+        "model": engine.info.path,
+        "architecture": engine.info.architecture,
+        "device": engine.info.device,
+        "threads": engine.info.threads,
+        "load_s": (load_s * 1000.0).round() / 1000.0,
+        "prompt_tokens": ids.len(),
+        "prompt_tok_s": r1(ids.len() as f64 / pp_s),
+        "gen_tokens": a.tokens,
+        "decode_tok_s": r1(a.tokens as f64 / dec_s),
+        "constraint_setup_s": (prep_s * 1000.0).round() / 1000.0,
+        "mask_us_mean": r1(mask_mean),
+        "mask_us_p99": r1(mask_p99),
+        "mask_tokens": mask.len(),
+        "constrained_output_parses": constrained_parses,
+        "prefix_reuse": {
+            "cold_prompt_tokens": cold.0, "cold_prompt_s": (cold.2 * 1000.0).round() / 1000.0,
+            "warm_prompt_tokens": warm.0, "warm_reused_tokens": warm.1,
+            "warm_prompt_s": (warm.2 * 1000.0).round() / 1000.0,
+            "saving_pct": r1(saving * 100.0),
+        },
+        "peak_rss_mb": peak_rss_mb().map(r1),
+    });
+
+    let peer = if a.peer { Some(run_peer(&a, &engine.info.path.to_string_lossy(), &text)) } else { None };
+
+    if a.json {
+        let mut out = json!({ "keet": keet });
+        if let Some(p) = &peer {
+            out["peer"] = p.clone().unwrap_or_else(|e| json!({ "unavailable": e }));
+        }
+        println!("{out}");
+        return Ok(0);
+    }
+    println!(
+        "model          {} ({}, {} implementation, {} threads, {})",
+        engine.info.path.display(),
+        engine.info.architecture,
+        engine.info.implementation,
+        engine.info.threads,
+        engine.info.device
+    );
+    let row = |name: &str, k: &Value, p: Option<&Value>, higher_better: bool| {
+        let kv = k.as_f64();
+        match (kv, p.and_then(|p| p.as_f64())) {
+            (Some(kv), Some(pv)) if pv > 0.0 => {
+                let ratio = if higher_better { kv / pv } else { pv / kv };
+                println!("{name:<26} {kv:>10}  {pv:>10}  {:>6.2}x", ratio)
+            }
+            _ => println!("{name:<26} {:>10}", k),
+        }
+    };
+    let peer_ok = peer.as_ref().and_then(|p| p.as_ref().ok());
+    if peer_ok.is_some() {
+        println!("{:<26} {:>10}  {:>10}  {:>7}", "", "keet", "llama.cpp", "keet/peer");
+    }
+    let pg = |k: &str| peer_ok.and_then(|p| p.get(k));
+    row("load s", &keet["load_s"], pg("load_s"), false);
+    row("prompt tokens", &keet["prompt_tokens"], pg("prompt_tokens"), true);
+    row("prompt tok/s", &keet["prompt_tok_s"], pg("prompt_tok_s"), true);
+    row("decode tok/s", &keet["decode_tok_s"], pg("decode_tok_s"), true);
+    row("peak RSS MiB", &keet["peak_rss_mb"], pg("peak_rss_mb"), false);
+    println!("{:<26} {:>10}", "constraint setup s", keet["constraint_setup_s"]);
+    println!("{:<26} {:>10}  (p99 {} us over {} tokens; output parses: {})", "mask us/token mean", keet["mask_us_mean"], keet["mask_us_p99"], keet["mask_tokens"], constrained_parses);
+    println!(
+        "{:<26} {:>10}  (cold {} tokens {} s -> warm {} tokens, {} reused, {} s)",
+        "prefix reuse saving %",
+        keet["prefix_reuse"]["saving_pct"],
+        cold.0,
+        keet["prefix_reuse"]["cold_prompt_s"],
+        warm.0,
+        warm.1,
+        keet["prefix_reuse"]["warm_prompt_s"]
+    );
+    match &peer {
+        Some(Err(e)) => println!("llama.cpp peer unavailable: {e}"),
+        None => println!("(add --peer to run llama.cpp on the same prompt)"),
+        _ => {}
+    }
+    Ok(0)
+}
+
+/// Runs the llama.cpp peer script; Err says why it is unavailable.
+fn run_peer(a: &LlmBenchArgs, model: &str, text: &str) -> Result<Value, String> {
+    if !a.peer_script.is_file() {
+        return Err(format!("{} not found", a.peer_script.display()));
+    }
+    let probe = std::process::Command::new("python3").args(["-c", "import llama_cpp"]).output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        _ => return Err("python3 cannot import llama_cpp (pip install llama-cpp-python==0.3.36)".into()),
+    }
+    let dir = std::env::temp_dir().join(format!("keet-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let prompt = dir.join("prompt.txt");
+    std::fs::write(&prompt, text).map_err(|e| e.to_string())?;
+    let threads = crate::llm::threads::configured().unwrap_or(1);
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(&a.peer_script)
+        .arg(model)
+        .arg(&prompt)
+        .args(["--threads", &threads.to_string(), "--tokens", &a.tokens.to_string()]);
+    if a.chat {
+        cmd.arg("--chat");
+    }
+    let out = cmd.output().map_err(|e| format!("running the peer: {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    if !out.status.success() {
+        return Err(format!("peer failed: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("peer printed no JSON")?;
+    serde_json::from_str(line).map_err(|e| format!("peer JSON: {e}"))
+}

@@ -1,0 +1,88 @@
+//! Command-line interface: argument parsing and dispatch to the stages. Exit codes: 0 success,
+//! 1 a finding/regression threshold tripped or some inputs failed, 2 bad input or usage.
+
+pub mod bench;
+pub mod bench_ingest;
+pub mod generate;
+pub mod inspect;
+pub mod model;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "keet", version, about = "Explains Nsight Compute profiles offline: why each kernel is slow and what to change")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the facts and rule findings for every kernel launch.
+    Inspect(inspect::InspectArgs),
+    /// Run the local model on a prompt (optionally constrained by a JSON Schema).
+    Generate(generate::GenerateArgs),
+    /// Manage local models (install the default model, list what keet finds).
+    #[command(subcommand)]
+    Model(model::ModelCommand),
+    /// Benchmarks that print numbers.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Generate(a) => generate::run(a),
+        Command::Model(c) => model::run(c),
+        Command::Bench(c) => bench::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit_code_for(&e)
+        }
+    }
+}
+
+/// Bad input (profile errors, usage) exits 2; everything else 1.
+pub fn exit_code_for(e: &anyhow::Error) -> i32 {
+    if e.chain().any(|c| c.downcast_ref::<crate::profile::ProfileError>().is_some()) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Writes `text` to `path` atomically (temp file + rename, so no partial file is left behind),
+/// or to standard output when `path` is `None`.
+pub fn write_output(path: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    match path {
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("writing to standard output"),
+            }
+        }
+        Some(p) => {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            tmp.write_all(text.as_bytes()).with_context(|| format!("writing {}", p.display()))?;
+            tmp.persist(p).with_context(|| format!("writing {}", p.display()))?;
+            Ok(())
+        }
+    }
+}

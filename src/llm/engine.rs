@@ -1,0 +1,512 @@
+//! The engine: a loaded model with its tokenizer and chat template, generating with a KV cache,
+//! greedy (default) or seeded temperature/top-p sampling, a repeat penalty, the model's end tokens,
+//! a token budget, optional JSON-Schema constraints, and prompt-prefix reuse across requests.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::constraint::Constrainer;
+use super::loader::{self, GgufFile, LoadOptions};
+use super::model::{CausalLm, LlmError};
+use super::resolve::{self, ModelLocation, ResolvedModel};
+use super::template::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+use super::threads;
+use super::tokenizer::Tokenizer;
+
+fn err(m: impl Into<String>) -> LlmError {
+    LlmError::Msg(m.into())
+}
+
+/// How to load a model.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// `--model`: a `.gguf` file, a model folder or a manifest name; `None` resolves (KEET_MODEL, manifests, HF cache).
+    pub model: Option<String>,
+    /// `cpu`, `cuda` or `cuda:N` (default cpu).
+    pub device: Option<String>,
+    /// CPU threads (default: see [`threads`]).
+    pub threads: Option<usize>,
+}
+
+/// Generation settings. The default is deterministic: greedy, repeat penalty 1.1 over the last 64
+/// tokens (word tokens only, so JSON punctuation is never penalised), 256 new tokens at most.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenerateOptions {
+    pub max_tokens: usize,
+    /// 0 = greedy.
+    pub temperature: f32,
+    pub top_p: f32,
+    pub seed: u64,
+    /// 1.0 = off.
+    pub repeat_penalty: f32,
+    pub repeat_last_n: usize,
+    /// Also end generation on these token ids (the model's end tokens always end it).
+    pub extra_stop_ids: Vec<u32>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 256,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 0,
+            repeat_penalty: 1.1,
+            repeat_last_n: 64,
+            extra_stop_ids: Vec::new(),
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model emitted one of its end tokens.
+    EndToken,
+    /// The schema's grammar is complete (constrained generation).
+    ConstraintComplete,
+    /// The token budget ran out (constrained output may then be cut short).
+    MaxTokens,
+    /// The model's context is full.
+    ContextFull,
+}
+
+/// Time spent, per request.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    /// Prompt tokens in total.
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV cache was reused from an earlier request.
+    pub reused_tokens: usize,
+    /// Seconds spent running the prompt tokens that were not reused.
+    pub prompt_s: f64,
+    /// Tokens generated (decode steps).
+    pub generated_tokens: usize,
+    /// Seconds spent in decode steps (model + mask + sampling).
+    pub decode_s: f64,
+    /// Constraint-mask computation time per generated token, microseconds (empty when unconstrained).
+    pub mask_us: Vec<f64>,
+    /// Schema compile time, seconds.
+    pub schema_s: f64,
+}
+
+impl Timings {
+    pub fn prompt_tok_s(&self) -> f64 {
+        let n = self.prompt_tokens - self.reused_tokens;
+        if self.prompt_s > 0.0 { n as f64 / self.prompt_s } else { 0.0 }
+    }
+    pub fn decode_tok_s(&self) -> f64 {
+        if self.decode_s > 0.0 { self.generated_tokens as f64 / self.decode_s } else { 0.0 }
+    }
+}
+
+/// The result of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Generation {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub stop_reason: StopReason,
+    pub timings: Timings,
+}
+
+/// What was loaded, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    pub name: String,
+    pub architecture: String,
+    /// `candle` or `fast` (keet's own CPU Llama, `KEET_LLM_IMPL=fast`).
+    pub implementation: String,
+    pub via: String,
+    pub device: String,
+    pub threads: usize,
+    pub context_length: usize,
+    pub load_s: f64,
+}
+
+/// A loaded model ready to generate.
+pub struct Engine {
+    model: Box<dyn CausalLm>,
+    tokenizer: Arc<Tokenizer>,
+    template: ChatTemplate,
+    constrainer: Option<Constrainer>,
+    /// Tokens whose KV entries the model holds (prompt + fed generated tokens).
+    cached: Vec<u32>,
+    pub info: ModelInfo,
+}
+
+fn read_json(path: &std::path::Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn template_from_config(cfg: Option<&Value>) -> Option<String> {
+    let t = cfg?.get("chat_template")?;
+    if let Some(s) = t.as_str() {
+        return Some(s.to_string());
+    }
+    // A list of named templates: take "default".
+    t.as_array()?
+        .iter()
+        .find(|x| x.get("name").and_then(|n| n.as_str()) == Some("default"))
+        .and_then(|x| x.get("template"))
+        .and_then(|s| s.as_str())
+        .map(|s| s.to_string())
+}
+
+impl Engine {
+    /// Resolves and loads a model (offline).
+    pub fn load(opts: &EngineOptions) -> Result<Engine, LlmError> {
+        let n_threads = threads::configure(opts.threads);
+        let resolved = resolve::resolve_model(opts.model.as_deref())?;
+        Self::load_resolved(&resolved, opts.device.as_deref().unwrap_or("cpu"), n_threads)
+    }
+
+    pub fn load_resolved(resolved: &ResolvedModel, device: &str, n_threads: usize) -> Result<Engine, LlmError> {
+        let t0 = Instant::now();
+        let dev = loader::parse_device(device)?;
+        let mut implementation = "candle";
+        let (model, tokenizer, template_src, arch, ctx, path) = match &resolved.location {
+            ModelLocation::Gguf(p) => {
+                let gguf = GgufFile::open(p)?;
+                let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+                let tok_json = dir.join("tokenizer.json");
+                let cfg = read_json(&dir.join("tokenizer_config.json"));
+                let tokenizer = if tok_json.is_file() {
+                    Tokenizer::from_file(&tok_json, cfg.as_ref())?
+                } else {
+                    Tokenizer::from_gguf(gguf.metadata())?
+                };
+                let template = gguf.md_str("tokenizer.chat_template").or_else(|| template_from_config(cfg.as_ref()));
+                let arch = gguf.architecture();
+                let ctx = gguf.context_length().unwrap_or(4096);
+                let (model, imp) = loader::load_gguf_model(gguf, &dev, &LoadOptions::from_env(n_threads))?;
+                implementation = imp;
+                (model, tokenizer, template, arch, ctx, p.clone())
+            }
+            ModelLocation::Safetensors(dir) => {
+                let cfg = read_json(&dir.join("tokenizer_config.json"));
+                let tok_json = dir.join("tokenizer.json");
+                if !tok_json.is_file() {
+                    return Err(err(format!("{} has no tokenizer.json", dir.display())));
+                }
+                let tokenizer = Tokenizer::from_file(&tok_json, cfg.as_ref())?;
+                let template = template_from_config(cfg.as_ref());
+                let mcfg = read_json(&dir.join("config.json")).unwrap_or(Value::Null);
+                let arch = format!("{:?}", loader::Arch::from_config(&mcfg)?).to_lowercase();
+                let ctx = mcfg.get("max_position_embeddings").and_then(|v| v.as_u64()).unwrap_or(4096) as usize;
+                let model = loader::load_safetensors_model(dir, &dev)?;
+                (model, tokenizer, template, arch, ctx, dir.clone())
+            }
+        };
+        let ctx = resolved.manifest.as_ref().map(|m| m.context_length.min(ctx)).unwrap_or(ctx);
+        let bos = tokenizer.bos_id.map(|i| tokenizer.token_text(i)).unwrap_or_default();
+        let eos = tokenizer.eos_id.map(|i| tokenizer.token_text(i)).unwrap_or_default();
+        let template = ChatTemplate::new(template_src.as_deref().unwrap_or(CHATML_TEMPLATE), &bos, &eos)?;
+        let name = resolved
+            .manifest
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+        let info = ModelInfo {
+            path,
+            name,
+            architecture: arch,
+            implementation: implementation.to_string(),
+            via: resolved.via.clone(),
+            device: device.to_string(),
+            threads: n_threads,
+            context_length: ctx,
+            load_s: t0.elapsed().as_secs_f64(),
+        };
+        Ok(Engine { model, tokenizer: Arc::new(tokenizer), template, constrainer: None, cached: Vec::new(), info })
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The prompt text for `messages` (the model's chat template, ending with the assistant turn).
+    pub fn render(&self, messages: &[ChatMessage]) -> Result<String, LlmError> {
+        self.template.render(messages, true)
+    }
+
+    /// Prompt token ids for `messages` (BOS prepended when the model asks for it and the template did not).
+    pub fn prompt_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, LlmError> {
+        self.text_tokens(&self.render(messages)?)
+    }
+
+    fn text_tokens(&self, text: &str) -> Result<Vec<u32>, LlmError> {
+        let mut ids = self.tokenizer.encode(text)?;
+        if self.tokenizer.add_bos {
+            if let Some(b) = self.tokenizer.bos_id {
+                if ids.first() != Some(&b) {
+                    ids.insert(0, b);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Prepares the constraint engine now (otherwise it is built on the first schema), returning seconds.
+    pub fn prepare_constraints(&mut self) -> Result<f64, LlmError> {
+        let t = Instant::now();
+        if self.constrainer.is_none() {
+            self.constrainer = Some(Constrainer::new(self.tokenizer.clone(), self.model.vocab_size())?);
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// Generates the assistant's reply to `messages`; with `schema`, the reply is JSON valid against it
+    /// (provided the token budget covers the largest output the schema allows).
+    pub fn generate(
+        &mut self,
+        messages: &[ChatMessage],
+        opts: &GenerateOptions,
+        schema: Option<&Value>,
+    ) -> Result<Generation, LlmError> {
+        let ids = self.prompt_tokens(messages)?;
+        // The tokens up to the last message: a natural place to keep a KV snapshot for reuse.
+        let boundary = if messages.len() > 1 {
+            let head = self.template.render(&messages[..messages.len() - 1], false).ok();
+            head.and_then(|h| self.text_tokens(&h).ok())
+                .filter(|h| !h.is_empty() && h.len() < ids.len() && ids.starts_with(h))
+                .map(|h| h.len())
+        } else {
+            None
+        };
+        self.generate_tokens(&ids, boundary, opts, schema)
+    }
+
+    /// Like [`Engine::generate`] for a prompt that is already a full text (chat template applied or not).
+    pub fn generate_text(&mut self, prompt: &str, opts: &GenerateOptions, schema: Option<&Value>) -> Result<Generation, LlmError> {
+        let ids = self.text_tokens(prompt)?;
+        self.generate_tokens(&ids, None, opts, schema)
+    }
+
+    /// Runs the prompt, reusing the longest prefix already in the KV cache; returns the logits of the
+    /// last prompt token and how many tokens were reused. Reuse points and snapshots sit at multiples
+    /// of the model's chunk size, so a reused prefix holds exactly the KV values a cold run computes:
+    /// the output never depends on earlier requests.
+    fn prefill(&mut self, ids: &[u32], boundary: Option<usize>) -> Result<(Vec<f32>, usize), LlmError> {
+        let g = loader::CHUNK;
+        let common = self.cached.iter().zip(ids.iter()).take_while(|(a, b)| a == b).count();
+        // At least one token must run to get logits.
+        let reuse = common.min(ids.len() - 1) / g * g;
+        self.model.truncate_cache(reuse);
+        self.cached.truncate(reuse);
+        let mut pos = reuse;
+        // Keep a snapshot where the last message starts (system prompt and earlier turns).
+        if let Some(b) = boundary.map(|b| b / g * g).filter(|&b| b > pos && b < ids.len()) {
+            self.model.forward(&ids[pos..b], pos)?;
+            self.cached.extend_from_slice(&ids[pos..b]);
+            self.model.checkpoint();
+            pos = b;
+        }
+        let logits = self.model.forward(&ids[pos..], pos)?;
+        self.cached.extend_from_slice(&ids[pos..]);
+        Ok((logits, reuse))
+    }
+
+    /// Generation from prompt token ids.
+    pub fn generate_tokens(
+        &mut self,
+        ids: &[u32],
+        boundary: Option<usize>,
+        opts: &GenerateOptions,
+        schema: Option<&Value>,
+    ) -> Result<Generation, LlmError> {
+        if ids.is_empty() {
+            return Err(err("empty prompt"));
+        }
+        let ctx = self.info.context_length;
+        if ids.len() >= ctx {
+            return Err(err(format!("prompt has {} tokens, the model's context is {ctx}", ids.len())));
+        }
+        let mut timings = Timings { prompt_tokens: ids.len(), ..Default::default() };
+        let mut matcher = match schema {
+            Some(s) => {
+                let t = Instant::now();
+                self.prepare_constraints()?;
+                let m = self.constrainer.as_ref().unwrap().matcher(s)?;
+                timings.schema_s = t.elapsed().as_secs_f64();
+                Some(m)
+            }
+            None => None,
+        };
+        let t = Instant::now();
+        let (mut logits, reused) = match self.prefill(ids, boundary) {
+            Ok(x) => x,
+            Err(e) => {
+                // The cache state is unknown after a failure: start clean next time.
+                self.model.truncate_cache(0);
+                self.cached.clear();
+                return Err(e);
+            }
+        };
+        timings.reused_tokens = reused;
+        timings.prompt_s = t.elapsed().as_secs_f64();
+
+        let mut rng = SplitMix64(opts.seed ^ 0x9E37_79B9_7F4A_7C15);
+        let end_ids: Vec<u32> = self.tokenizer.end_ids.iter().chain(opts.extra_stop_ids.iter()).copied().collect();
+        let mut out: Vec<u32> = Vec::new();
+        let stop;
+        let t_dec = Instant::now();
+        loop {
+            if out.len() >= opts.max_tokens {
+                stop = StopReason::MaxTokens;
+                break;
+            }
+            if self.cached.len() + 1 >= ctx {
+                stop = StopReason::ContextFull;
+                break;
+            }
+            self.apply_repeat_penalty(&mut logits, &out, opts);
+            if let Some(m) = matcher.as_mut() {
+                if m.is_stopped() {
+                    stop = StopReason::ConstraintComplete;
+                    break;
+                }
+                let tm = Instant::now();
+                let mask = m.compute_mask().map_err(|e| err(format!("constraint: {e}")))?;
+                timings.mask_us.push(tm.elapsed().as_secs_f64() * 1e6);
+                for (i, l) in logits.iter_mut().enumerate() {
+                    if !mask.is_allowed(i as u32) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let tok = sample(&logits, opts, &mut rng);
+            if end_ids.contains(&tok) {
+                stop = StopReason::EndToken;
+                break;
+            }
+            out.push(tok);
+            if let Some(m) = matcher.as_mut() {
+                m.consume_token(tok).map_err(|e| err(format!("constraint: {e}")))?;
+                if m.is_stopped() {
+                    stop = StopReason::ConstraintComplete;
+                    break;
+                }
+            }
+            if out.len() >= opts.max_tokens {
+                stop = StopReason::MaxTokens;
+                break;
+            }
+            let pos = self.cached.len();
+            logits = match self.model.forward(&[tok], pos) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.model.truncate_cache(0);
+                    self.cached.clear();
+                    return Err(e);
+                }
+            };
+            self.cached.push(tok);
+        }
+        timings.generated_tokens = out.len();
+        timings.decode_s = t_dec.elapsed().as_secs_f64();
+        let text = self.tokenizer.decode(&out);
+        Ok(Generation { text, tokens: out, stop_reason: stop, timings })
+    }
+
+    fn apply_repeat_penalty(&self, logits: &mut [f32], out: &[u32], opts: &GenerateOptions) {
+        if opts.repeat_penalty == 1.0 || out.is_empty() {
+            return;
+        }
+        let start = out.len().saturating_sub(opts.repeat_last_n);
+        let mut seen: Vec<u32> = out[start..].to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        let bytes = self.tokenizer.token_bytes();
+        for t in seen {
+            // Only word-like tokens: punctuation and JSON structure are never penalised.
+            let wordy = bytes.get(t as usize).map(|b| b.iter().any(|c| c.is_ascii_alphanumeric() || *c >= 0x80)).unwrap_or(false);
+            if !wordy {
+                continue;
+            }
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = if *l >= 0.0 { *l / opts.repeat_penalty } else { *l * opts.repeat_penalty };
+            }
+        }
+    }
+
+    /// Forgets the KV cache (the next request runs its whole prompt).
+    pub fn reset(&mut self) {
+        self.model.truncate_cache(0);
+        self.cached.clear();
+    }
+
+    /// Direct access to the model (benchmarks).
+    pub fn model_mut(&mut self) -> &mut dyn CausalLm {
+        self.cached.clear();
+        self.model.truncate_cache(0);
+        &mut *self.model
+    }
+}
+
+/// Small deterministic RNG for seeded sampling.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f32(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    let mut bv = f32::NEG_INFINITY;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > bv {
+            bv = v;
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
+    if opts.temperature <= 0.0 {
+        return argmax(logits);
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut probs: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l.is_finite())
+        .map(|(i, &l)| (i as u32, ((l - max) / opts.temperature).exp()))
+        .collect();
+    probs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f32 = probs.iter().map(|p| p.1).sum();
+    let mut keep = probs.len();
+    if opts.top_p < 1.0 {
+        let mut acc = 0.0;
+        for (i, p) in probs.iter().enumerate() {
+            acc += p.1 / total;
+            if acc >= opts.top_p {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    probs.truncate(keep.max(1));
+    let total: f32 = probs.iter().map(|p| p.1).sum();
+    let mut r = rng.next_f32() * total;
+    for (i, p) in &probs {
+        r -= p;
+        if r <= 0.0 {
+            return *i;
+        }
+    }
+    probs.last().map(|p| p.0).unwrap_or_else(|| argmax(logits))
+}

@@ -1,0 +1,694 @@
+//! A fast CPU implementation of the llama architecture for GGUF models, tuned for small models
+//! (SmolLM2-135M Q4_1) on a few cores.
+//!
+//! Design:
+//! * Weights stay in their GGUF block format (Q4_0 / Q4_1 / Q8_0; any other format is
+//!   requantized to Q8_0 at load). Q, K and V are fused into one matrix, gate and up into another.
+//! * Decode (few tokens per call): activations are quantized to 8 bits per block of 32 and
+//!   multiplied with the 4/8-bit weights by AVX2 integer dot products (as llama.cpp does), row
+//!   chunks spread over the thread pool.
+//! * Prompt processing (many tokens): activations are kept feature-major (`[features][tokens]`),
+//!   each chunk of weight rows is dequantized once to f32 and multiplied with all tokens by an
+//!   FMA micro-kernel (6 rows x 16 tokens), so the weights are read once per prompt.
+//! * Attention in f32 with an f32 KV cache; only the last token's logits are computed.
+//! * Threads: [`pool::Pool`], which parks idle workers instead of spinning forever.
+
+pub mod kernels;
+pub mod pool;
+
+use std::cell::RefCell;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use candle_core::quantized::{gguf_file, GgmlDType};
+use candle_core::Device;
+
+use crate::llm::model::{CausalLm, LlmError};
+use kernels::{QAct, QType, QK};
+use pool::{Pool, SyncPtr};
+
+/// Calls with at most this many tokens use the integer (decode) path; more use the f32 GEMM path.
+const SMALL_T: usize = 4;
+
+fn msg(s: impl Into<String>) -> LlmError {
+    LlmError::Msg(s.into())
+}
+
+/// A weight matrix of `rows` x `cols` in a GGUF block format, rows contiguous.
+pub struct QMat {
+    fmt: QType,
+    rows: usize,
+    cols: usize,
+    data: Vec<u8>,
+}
+
+impl QMat {
+    fn row_bytes(&self) -> usize {
+        self.fmt.row_bytes(self.cols)
+    }
+
+    /// Concatenates matrices with the same format and width along the rows.
+    fn concat(parts: Vec<QMat>) -> Result<QMat, LlmError> {
+        let fmt = parts[0].fmt;
+        let cols = parts[0].cols;
+        if parts.iter().any(|p| p.fmt != fmt || p.cols != cols) {
+            return Err(msg("fast llama: fused matrices differ in format or width"));
+        }
+        let rows = parts.iter().map(|p| p.rows).sum();
+        let mut data = Vec::with_capacity(parts.iter().map(|p| p.data.len()).sum());
+        for p in parts {
+            data.extend_from_slice(&p.data);
+        }
+        Ok(QMat { fmt, rows, cols, data })
+    }
+}
+
+/// Model hyper-parameters read from the GGUF metadata.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub n_layer: usize,
+    pub dim: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub vocab: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    /// Rows: q (dim), k (kv_dim), v (kv_dim).
+    wqkv: QMat,
+    wo: QMat,
+    /// Rows: gate (ffn), up (ffn).
+    wgu: QMat,
+    wdown: QMat,
+    /// Keys, transposed: `[kv_dim][cap]` (row `g * head_dim + d` holds dimension `d` of KV head
+    /// `g` for every position), so attention scores are a GEMM tile.
+    kt: Vec<f32>,
+    /// Values, `[pos][kv_dim]`.
+    v: Vec<f32>,
+    /// Allocated positions in `kt` (a multiple of 16).
+    cap: usize,
+}
+
+impl Layer {
+    fn reserve(&mut self, kv_dim: usize, n_pos: usize, len: usize) {
+        if n_pos <= self.cap {
+            return;
+        }
+        let cap = (n_pos.div_ceil(16) * 16).max(2 * self.cap).max(256);
+        let mut kt = vec![0f32; kv_dim * cap];
+        for r in 0..kv_dim {
+            kt[r * cap..r * cap + len].copy_from_slice(&self.kt[r * self.cap..r * self.cap + len]);
+        }
+        self.kt = kt;
+        self.cap = cap;
+    }
+
+    /// Stores the (roped) key and the value of position `pos`.
+    fn store_kv(&mut self, pos: usize, k: &[f32], v: &[f32]) {
+        for (r, kv) in k.iter().enumerate() {
+            self.kt[r * self.cap + pos] = *kv;
+        }
+        self.v.truncate(pos * v.len());
+        self.v.extend_from_slice(v);
+    }
+}
+
+/// The fast llama model; see the module documentation.
+pub struct FastLlama {
+    cfg: Config,
+    embd: QMat,
+    /// `None`: tied to `embd`.
+    output: Option<QMat>,
+    out_norm: Vec<f32>,
+    layers: Vec<Layer>,
+    /// RoPE tables `[pos][head_dim / 2]`.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    inv_freq: Vec<f32>,
+    len: usize,
+    pool: Pool,
+    simd: bool,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Loads a `general.architecture = llama` GGUF file; `threads` threads are used for compute.
+pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
+    FastLlama::load_gguf(path, threads)
+}
+
+impl FastLlama {
+    pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
+        let mut file = std::fs::File::open(path).map_err(|e| msg(format!("open {}: {e}", path.display())))?;
+        let ct = gguf_file::Content::read(&mut file)?;
+        let md = |k: &str| ct.metadata.get(k).ok_or_else(|| msg(format!("fast llama: missing metadata {k}")));
+        let arch = md("general.architecture")?.to_string()?.clone();
+        if arch != "llama" {
+            return Err(msg(format!("fast llama: architecture {arch} is not llama")));
+        }
+        if ct.metadata.get("llama.expert_count").and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
+            return Err(msg("fast llama: mixture-of-experts models are not supported"));
+        }
+        let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
+        let dim = md("llama.embedding_length")?.to_u32()? as usize;
+        let embd_info = ct.tensor_infos.get("token_embd.weight").ok_or_else(|| msg("fast llama: no token_embd.weight"))?;
+        let cfg = Config {
+            n_layer: md("llama.block_count")?.to_u32()? as usize,
+            dim,
+            n_head,
+            n_kv_head: md("llama.attention.head_count_kv")?.to_u32()? as usize,
+            head_dim: dim / n_head,
+            ffn: md("llama.feed_forward_length")?.to_u32()? as usize,
+            vocab: embd_info.shape.dims()[0],
+            eps: md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?,
+            rope_base: ct.metadata.get("llama.rope.freq_base").and_then(|v| v.to_f32().ok()).unwrap_or(10000.0),
+        };
+        if cfg.dim % QK != 0 || cfg.ffn % QK != 0 || cfg.head_dim % 2 != 0 || cfg.n_head % cfg.n_kv_head != 0 {
+            return Err(msg(format!("fast llama: unsupported shapes {cfg:?}")));
+        }
+        if let Ok(rd) = md("llama.rope.dimension_count").and_then(|v| Ok(v.to_u32()? as usize)) {
+            if rd != cfg.head_dim {
+                return Err(msg("fast llama: partial rotary embeddings are not supported"));
+            }
+        }
+        let embd = load_matrix(&ct, &mut file, "token_embd.weight")?;
+        let output = if ct.tensor_infos.contains_key("output.weight") {
+            Some(load_matrix(&ct, &mut file, "output.weight")?)
+        } else {
+            None
+        };
+        let out_norm = load_vec(&ct, &mut file, "output_norm.weight")?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for l in 0..cfg.n_layer {
+            let p = format!("blk.{l}");
+            let attn_norm = load_vec(&ct, &mut file, &format!("{p}.attn_norm.weight"))?;
+            let ffn_norm = load_vec(&ct, &mut file, &format!("{p}.ffn_norm.weight"))?;
+            let mut m = |s: &str| load_matrix(&ct, &mut file, &format!("{p}.{s}.weight"));
+            let wqkv = QMat::concat(vec![m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
+            let wo = m("attn_output")?;
+            let wgu = QMat::concat(vec![m("ffn_gate")?, m("ffn_up")?])?;
+            let wdown = m("ffn_down")?;
+            let kv_dim = cfg.n_kv_head * cfg.head_dim;
+            if wqkv.rows != cfg.dim + 2 * kv_dim
+                || wqkv.cols != cfg.dim
+                || wo.rows != cfg.dim
+                || wgu.rows != 2 * cfg.ffn
+                || wdown.cols != cfg.ffn
+                || wdown.rows != cfg.dim
+            {
+                return Err(msg(format!("fast llama: layer {l} has unexpected shapes")));
+            }
+            layers.push(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new(), cap: 0 });
+        }
+        let half = cfg.head_dim / 2;
+        let inv_freq = (0..half)
+            .map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32))
+            .collect();
+        Ok(FastLlama {
+            cfg,
+            embd,
+            output,
+            out_norm,
+            layers,
+            cos: Vec::new(),
+            sin: Vec::new(),
+            inv_freq,
+            len: 0,
+            pool: Pool::new(threads.max(1)),
+            simd: kernels::has_avx2(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Forces the scalar kernels (for tests and comparisons).
+    pub fn set_simd(&mut self, on: bool) {
+        self.simd = on && kernels::has_avx2();
+    }
+
+    fn ensure_rope(&mut self, n_pos: usize) {
+        let half = self.cfg.head_dim / 2;
+        let have = self.cos.len() / half;
+        for pos in have..n_pos {
+            for &f in &self.inv_freq {
+                let a = pos as f32 * f;
+                self.cos.push(a.cos());
+                self.sin.push(a.sin());
+            }
+        }
+    }
+
+    /// Rotates pairs (2i, 2i+1) of every head in `x` (heads of `head_dim`) for position `pos`.
+    fn rope(&self, x: &mut [f32], pos: usize) {
+        let half = self.cfg.head_dim / 2;
+        let c = &self.cos[pos * half..(pos + 1) * half];
+        let s = &self.sin[pos * half..(pos + 1) * half];
+        for h in x.chunks_exact_mut(self.cfg.head_dim) {
+            for i in 0..half {
+                let (a, b) = (h[2 * i], h[2 * i + 1]);
+                h[2 * i] = a * c[i] - b * s[i];
+                h[2 * i + 1] = a * s[i] + b * c[i];
+            }
+        }
+    }
+
+    fn embed(&self, tok: u32, out: &mut [f32]) -> Result<(), LlmError> {
+        let t = tok as usize;
+        if t >= self.embd.rows {
+            return Err(msg(format!("token id {t} out of range")));
+        }
+        let rb = self.embd.row_bytes();
+        kernels::dequant_row(self.embd.fmt, &self.embd.data[t * rb..(t + 1) * rb], out);
+        Ok(())
+    }
+
+    fn run(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        if tokens.is_empty() {
+            return Err(msg("fast llama: forward called with no tokens"));
+        }
+        if start_pos > self.len {
+            return Err(msg(format!("fast llama: start_pos {start_pos} beyond cache length {}", self.len)));
+        }
+        self.truncate(start_pos);
+        self.ensure_rope(start_pos + tokens.len());
+        let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
+        for l in &mut self.layers {
+            l.reserve(kv_dim, start_pos + tokens.len(), start_pos);
+        }
+        let last = if tokens.len() <= SMALL_T {
+            self.forward_small(tokens, start_pos)?
+        } else {
+            self.forward_batch(tokens, start_pos)?
+        };
+        self.len = start_pos + tokens.len();
+        // final norm + output projection of the last token only
+        let mut xn = vec![0f32; self.cfg.dim];
+        rms_norm(&last, &self.out_norm, self.cfg.eps, &mut xn);
+        let mut qa = QAct::default();
+        qa.quantize(&xn, self.cfg.dim);
+        let out = self.output.as_ref().unwrap_or(&self.embd);
+        let mut logits = vec![0f32; out.rows];
+        gemv(&self.pool, out, &qa, 1, &mut logits, self.simd);
+        Ok(logits)
+    }
+
+    fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
+            for l in &mut self.layers {
+                l.v.truncate(len * kv_dim);
+            }
+            self.len = len;
+        }
+    }
+
+    /// Token-major path for a few tokens (decode). Returns the last token's hidden state.
+    fn forward_small(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
+        let c = self.cfg.clone();
+        let t_n = tokens.len();
+        let kv_dim = c.n_kv_head * c.head_dim;
+        let nqkv = c.dim + 2 * kv_dim;
+        let mut x = vec![0f32; t_n * c.dim];
+        for (t, &tok) in tokens.iter().enumerate() {
+            self.embed(tok, &mut x[t * c.dim..(t + 1) * c.dim])?;
+        }
+        let mut xn = vec![0f32; t_n * c.dim];
+        let mut qkv = vec![0f32; t_n * nqkv];
+        let mut q = vec![0f32; t_n * c.dim];
+        let mut att = vec![0f32; t_n * c.dim];
+        let mut o = vec![0f32; t_n * c.dim];
+        let mut gu = vec![0f32; t_n * 2 * c.ffn];
+        let mut h = vec![0f32; t_n * c.ffn];
+        let mut qa = QAct::default();
+        for li in 0..c.n_layer {
+            let l = &self.layers[li];
+            for t in 0..t_n {
+                rms_norm(&x[t * c.dim..(t + 1) * c.dim], &l.attn_norm, c.eps, &mut xn[t * c.dim..(t + 1) * c.dim]);
+            }
+            qa.quantize(&xn, c.dim);
+            gemv(&self.pool, &l.wqkv, &qa, t_n, &mut qkv, self.simd);
+            for t in 0..t_n {
+                let row = &mut qkv[t * nqkv..(t + 1) * nqkv];
+                self.rope(&mut row[..c.dim + kv_dim], start + t);
+                q[t * c.dim..(t + 1) * c.dim].copy_from_slice(&row[..c.dim]);
+                self.layers[li].store_kv(start + t, &row[c.dim..c.dim + kv_dim], &row[c.dim + kv_dim..]);
+            }
+            let l = &self.layers[li];
+            attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
+            qa.quantize(&att, c.dim);
+            gemv(&self.pool, &l.wo, &qa, t_n, &mut o, self.simd);
+            for (xv, ov) in x.iter_mut().zip(&o) {
+                *xv += ov;
+            }
+            for t in 0..t_n {
+                rms_norm(&x[t * c.dim..(t + 1) * c.dim], &l.ffn_norm, c.eps, &mut xn[t * c.dim..(t + 1) * c.dim]);
+            }
+            qa.quantize(&xn, c.dim);
+            gemv(&self.pool, &l.wgu, &qa, t_n, &mut gu, self.simd);
+            for t in 0..t_n {
+                let (g, u) = gu[t * 2 * c.ffn..(t + 1) * 2 * c.ffn].split_at_mut(c.ffn);
+                kernels::silu_mul(g, u, self.simd);
+                h[t * c.ffn..(t + 1) * c.ffn].copy_from_slice(g);
+            }
+            qa.quantize(&h, c.ffn);
+            gemv(&self.pool, &l.wdown, &qa, t_n, &mut o, self.simd);
+            for (xv, ov) in x.iter_mut().zip(&o) {
+                *xv += ov;
+            }
+        }
+        Ok(x[(t_n - 1) * c.dim..].to_vec())
+    }
+
+    /// Feature-major path for many tokens (prompt). Returns the last token's hidden state.
+    fn forward_batch(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
+        let c = self.cfg.clone();
+        let t_n = tokens.len();
+        let tp = t_n.div_ceil(16) * 16;
+        let kv_dim = c.n_kv_head * c.head_dim;
+        let nqkv = c.dim + 2 * kv_dim;
+        // residual stream, [dim][tp]
+        let mut xt = vec![0f32; c.dim * tp];
+        {
+            let mut e = vec![0f32; c.dim];
+            for (t, &tok) in tokens.iter().enumerate() {
+                self.embed(tok, &mut e)?;
+                for (i, v) in e.iter().enumerate() {
+                    xt[i * tp + t] = *v;
+                }
+            }
+        }
+        let mut xnt = vec![0f32; c.dim * tp];
+        let mut qkvt = vec![0f32; nqkv * tp];
+        let mut q = vec![0f32; t_n * c.dim];
+        let mut att = vec![0f32; t_n * c.dim];
+        let mut att_t = vec![0f32; c.dim * tp];
+        let mut ot = vec![0f32; c.dim * tp];
+        let mut gut = vec![0f32; 2 * c.ffn * tp];
+        let mut qkv_row = vec![0f32; nqkv];
+        for li in 0..c.n_layer {
+            let l = &self.layers[li];
+            rms_norm_t(&xt, &l.attn_norm, c.eps, t_n, tp, &mut xnt);
+            gemm(&self.pool, &l.wqkv, &xnt, tp, &mut qkvt, self.simd);
+            for t in 0..t_n {
+                for (i, v) in qkv_row.iter_mut().enumerate() {
+                    *v = qkvt[i * tp + t];
+                }
+                self.rope(&mut qkv_row[..c.dim + kv_dim], start + t);
+                q[t * c.dim..(t + 1) * c.dim].copy_from_slice(&qkv_row[..c.dim]);
+                self.layers[li].store_kv(start + t, &qkv_row[c.dim..c.dim + kv_dim], &qkv_row[c.dim + kv_dim..]);
+            }
+            let l = &self.layers[li];
+            attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
+            for t in 0..t_n {
+                for i in 0..c.dim {
+                    att_t[i * tp + t] = att[t * c.dim + i];
+                }
+            }
+            gemm(&self.pool, &l.wo, &att_t, tp, &mut ot, self.simd);
+            for (xv, ov) in xt.iter_mut().zip(&ot) {
+                *xv += ov;
+            }
+            rms_norm_t(&xt, &l.ffn_norm, c.eps, t_n, tp, &mut xnt);
+            gemm(&self.pool, &l.wgu, &xnt, tp, &mut gut, self.simd);
+            {
+                let (g, u) = gut.split_at_mut(c.ffn * tp);
+                silu_mul_par(&self.pool, g, u, self.simd);
+            }
+            gemm(&self.pool, &l.wdown, &gut[..c.ffn * tp], tp, &mut ot, self.simd);
+            for (xv, ov) in xt.iter_mut().zip(&ot) {
+                *xv += ov;
+            }
+        }
+        Ok((0..c.dim).map(|i| xt[i * tp + t_n - 1]).collect())
+    }
+}
+
+impl CausalLm for FastLlama {
+    fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        self.run(tokens, start_pos)
+    }
+    fn truncate_cache(&mut self, len: usize) {
+        self.truncate(len);
+    }
+    fn cache_len(&self) -> usize {
+        self.len
+    }
+    fn vocab_size(&self) -> usize {
+        self.output.as_ref().unwrap_or(&self.embd).rows
+    }
+}
+
+fn load_vec<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -> Result<Vec<f32>, LlmError> {
+    let t = ct.tensor(r, name, &Device::Cpu)?.dequantize(&Device::Cpu)?;
+    Ok(t.flatten_all()?.to_vec1::<f32>()?)
+}
+
+/// Reads a 2-D tensor; Q4_0/Q4_1/Q8_0 are kept as they are, other formats are requantized to Q8_0.
+fn load_matrix<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -> Result<QMat, LlmError> {
+    let info = ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast llama: missing tensor {name}")))?;
+    let dims = info.shape.dims();
+    if dims.len() != 2 || dims[1] % QK != 0 {
+        return Err(msg(format!("fast llama: tensor {name} has unsupported shape {dims:?}")));
+    }
+    let (rows, cols) = (dims[0], dims[1]);
+    let fmt = match info.ggml_dtype {
+        GgmlDType::Q4_0 => Some(QType::Q4_0),
+        GgmlDType::Q4_1 => Some(QType::Q4_1),
+        GgmlDType::Q8_0 => Some(QType::Q8_0),
+        _ => None,
+    };
+    if let Some(fmt) = fmt {
+        let mut data = vec![0u8; rows * fmt.row_bytes(cols)];
+        r.seek(SeekFrom::Start(ct.tensor_data_offset + info.offset)).map_err(|e| msg(format!("read {name}: {e}")))?;
+        r.read_exact(&mut data).map_err(|e| msg(format!("read {name}: {e}")))?;
+        return Ok(QMat { fmt, rows, cols, data });
+    }
+    let t = ct.tensor(r, name, &Device::Cpu)?.dequantize(&Device::Cpu)?;
+    let v = t.flatten_all()?.to_vec1::<f32>()?;
+    Ok(QMat { fmt: QType::Q8_0, rows, cols, data: quantize_q8_0(&v) })
+}
+
+/// f32 -> GGUF Q8_0 blocks (round to nearest; scale stored as f16).
+fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / QK * 34);
+    for b in x.chunks_exact(QK) {
+        let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let dh = f32_to_f16(amax / 127.0);
+        let d = kernels::f16_to_f32(dh);
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&dh.to_le_bytes());
+        out.extend(b.iter().map(|v| (v * id).round().clamp(-127.0, 127.0) as i8 as u8));
+    }
+    out
+}
+
+/// f32 -> IEEE half, round to nearest even (normal and subnormal range, saturating to inf).
+fn f32_to_f16(v: f32) -> u16 {
+    let b = v.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let a = v.abs();
+    if a.is_nan() {
+        return sign | 0x7e00;
+    }
+    if a >= 65520.0 {
+        return sign | 0x7c00;
+    }
+    if a < 6.103_515_6e-5 {
+        // subnormal: multiples of 2^-24
+        return sign | (a * 16_777_216.0).round_ties_even() as u16;
+    }
+    let ab = a.to_bits();
+    let exp = (ab >> 23) as i32 - 127 + 15;
+    let man = ab & 0x7f_ffff;
+    let mut h = ((exp as u32) << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}
+
+fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let r = 1.0 / (ss + eps).sqrt();
+    for ((o, v), wv) in out.iter_mut().zip(x).zip(w) {
+        *o = v * r * wv;
+    }
+}
+
+/// RMS norm of the first `t_n` columns of a feature-major `[dim][tp]` matrix.
+fn rms_norm_t(xt: &[f32], w: &[f32], eps: f32, t_n: usize, tp: usize, out: &mut [f32]) {
+    let dim = w.len();
+    let mut ss = vec![0f32; tp];
+    for i in 0..dim {
+        for (s, v) in ss.iter_mut().zip(&xt[i * tp..(i + 1) * tp]) {
+            *s += v * v;
+        }
+    }
+    for (t, s) in ss.iter_mut().enumerate() {
+        *s = if t < t_n { 1.0 / (*s / dim as f32 + eps).sqrt() } else { 0.0 };
+    }
+    for i in 0..dim {
+        let wv = w[i];
+        for ((o, v), s) in out[i * tp..(i + 1) * tp].iter_mut().zip(&xt[i * tp..(i + 1) * tp]).zip(&ss) {
+            *o = v * s * wv;
+        }
+    }
+}
+
+fn silu_mul_par(pool: &Pool, g: &mut [f32], u: &[f32], simd: bool) {
+    let n = g.len();
+    let chunk = 4096;
+    let gp = SyncPtr::new(g);
+    pool.run(n.div_ceil(chunk), &|c| {
+        let a = c * chunk;
+        let len = chunk.min(n - a);
+        // SAFETY: chunk `c` owns the disjoint range a..a+len of `g`, which outlives the run.
+        let gs = unsafe { gp.slice(a, len) };
+        kernels::silu_mul(gs, &u[a..a + len], simd);
+    });
+}
+
+/// Rows per parallel chunk: about 8 chunks per thread, a multiple of `align`, at least `min`.
+fn chunk_rows(rows: usize, threads: usize, align: usize, min: usize, max: usize) -> usize {
+    let target = rows / (threads * 8).max(1);
+    (target / align * align).clamp(min, max)
+}
+
+/// `out[t][r] = w[r] · x[t]` for the `t_n` quantized activation vectors in `qa`.
+fn gemv(pool: &Pool, w: &QMat, qa: &QAct, t_n: usize, out: &mut [f32], simd: bool) {
+    let (n, k) = (w.rows, w.cols);
+    let nb = k / QK;
+    let rb = w.row_bytes();
+    let cr = chunk_rows(n, pool.threads(), 16, 16, 256);
+    assert!(out.len() >= t_n * n && qa.qs.len() >= t_n * k);
+    let op = SyncPtr::new(out);
+    pool.run(n.div_ceil(cr), &|ci| {
+        let r0 = ci * cr;
+        let r1 = (r0 + cr).min(n);
+        for t in 0..t_n {
+            // SAFETY: chunk `ci` writes only rows r0..r1 of token t; chunks are disjoint and `out`
+            // (t_n * n long, checked above) outlives the run.
+            let o = unsafe { op.slice(t * n + r0, r1 - r0) };
+            kernels::dot_rows(
+                w.fmt,
+                &w.data[r0 * rb..r1 * rb],
+                k,
+                &qa.qs[t * k..(t + 1) * k],
+                &qa.d[t * nb..(t + 1) * nb],
+                &qa.s[t * nb..(t + 1) * nb],
+                o,
+                simd,
+            );
+        }
+    });
+}
+
+/// Feature-major GEMM: `out[r][t] = Σ_k w[r][k] * xt[k][t]` for all `tp` columns.
+fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
+    let (n, k) = (w.rows, w.cols);
+    assert!(xt.len() >= k * tp && out.len() >= n * tp && tp % 16 == 0);
+    let rb = w.row_bytes();
+    let cr = chunk_rows(n, pool.threads(), 6, 6, 48);
+    let op = SyncPtr::new(out);
+    pool.run(n.div_ceil(cr), &|ci| {
+        let r0 = ci * cr;
+        let r1 = (r0 + cr).min(n);
+        let nr = r1 - r0;
+        // SAFETY: chunk `ci` owns rows r0..r1 of `out` (n * tp long, asserted), disjoint from the
+        // other chunks; `out` outlives the run.
+        let o = unsafe { op.slice(r0 * tp, nr * tp) };
+        SCRATCH.with(|s| {
+            let mut buf = s.borrow_mut();
+            buf.resize(nr * k, 0.0);
+            for r in 0..nr {
+                let row = &w.data[(r0 + r) * rb..(r0 + r + 1) * rb];
+                kernels::dequant_row(w.fmt, row, &mut buf[r * k..(r + 1) * k]);
+            }
+            for t0 in (0..tp).step_by(16) {
+                for g in (0..nr).step_by(6) {
+                    let mr = (nr - g).min(6);
+                    kernels::gemm_tile(&buf[g * k..(g + mr) * k], k, mr, k, &xt[t0..], tp, &mut o[g * tp + t0..], tp, simd);
+                }
+            }
+        });
+    });
+}
+
+thread_local! {
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Causal attention of `t_n` query rows `q` (`[t][n_head * head_dim]`, positions `start..`)
+/// against the layer's KV cache (which already holds these positions). Output like `q`.
+///
+/// One task per (head, tile of up to 6 queries): scores `S = Q Kᵀ` and `O = P V` both run on the
+/// GEMM micro-kernel (keys transposed in the cache, 16 keys per tile).
+#[allow(clippy::too_many_arguments)]
+fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: usize, out: &mut [f32], simd: bool) {
+    let hd = c.head_dim;
+    let qd = c.n_head * hd;
+    let kv_dim = c.n_kv_head * hd;
+    let group = c.n_head / c.n_kv_head;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let n_tiles = t_n.div_ceil(6);
+    assert!(out.len() >= t_n * qd && q.len() >= t_n * qd);
+    assert!(l.cap >= start + t_n && l.v.len() >= (start + t_n) * kv_dim && hd % 16 == 0);
+    let op = SyncPtr::new(out);
+    let (kt, v, cap) = (&l.kt, &l.v, l.cap);
+    pool.run(n_tiles * c.n_head, &|task| {
+        let h = task % c.n_head;
+        let t0 = task / c.n_head * 6;
+        let mr = (t_n - t0).min(6);
+        let g = h / group;
+        let n_keys = start + t0 + mr; // keys seen by the last query of the tile
+        let ldc = n_keys.div_ceil(16) * 16;
+        SCORES.with(|s| {
+            let mut sc = s.borrow_mut();
+            sc.resize(mr * ldc, 0.0);
+            let qrows = &q[t0 * qd + h * hd..];
+            let ktg = &kt[g * hd * cap..];
+            for j0 in (0..n_keys).step_by(16) {
+                kernels::gemm_tile(qrows, qd, mr, hd, &ktg[j0..], cap, &mut sc[j0..], ldc, simd);
+            }
+            for i in 0..mr {
+                let n_i = start + t0 + i + 1;
+                let row = &mut sc[i * ldc..(i + 1) * ldc];
+                let (valid, masked) = row.split_at_mut(n_i);
+                let mut max = f32::NEG_INFINITY;
+                for x in valid.iter_mut() {
+                    *x *= scale;
+                    max = max.max(*x);
+                }
+                let inv = 1.0 / kernels::exp_sub_sum(valid, max, simd);
+                for x in valid.iter_mut() {
+                    *x *= inv;
+                }
+                masked.fill(0.0);
+            }
+            let mut tile = [0f32; 6 * 16];
+            for d0 in (0..hd).step_by(16) {
+                kernels::gemm_tile(&sc, ldc, mr, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
+                for i in 0..mr {
+                    // SAFETY: this task alone owns head `h` of token t0+i in `out` (16 floats at
+                    // column h*hd+d0, in bounds as asserted); `out` outlives the run.
+                    let o = unsafe { op.slice((t0 + i) * qd + h * hd + d0, 16) };
+                    o.copy_from_slice(&tile[i * 16..(i + 1) * 16]);
+                }
+            }
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests;

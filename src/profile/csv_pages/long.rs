@@ -1,0 +1,154 @@
+//! Long-format pages: `--page details` and `--metrics` (one row per metric, plus rule rows).
+//!
+//! Columns used (by name): the launch identity columns, `Section Name`, `Body Item Label` (newer
+//! ncu, optional), `Metric Name`, `Metric Unit`, `Metric Value`, and for rule rows `Rule Name`,
+//! `Rule Type`, `Rule Description`, `Estimated Speedup Type`, `Estimated Speedup`. Rows are ragged
+//! (metric rows end after `Metric Value`, often with a trailing empty field).
+//!
+//! Metric keys: `--metrics` rows already carry raw names; details rows are mapped with
+//! [`crate::profile::names::raw_name`]. Unmapped rows are kept as `"<Section>/<Label>"` (or
+//! `"<Section>/<Body Item Label>/<Label>"`), repeated unmapped labels get `" #2"`, `" #3"`...
+//! When several rows map to the same raw name (a label shown in two sections) the first is kept.
+
+use super::{locale_of, make_metric, short, Header, IdentityCols, Input, UnitCache};
+use crate::profile::names::{self, COMMAND_LINE_SECTION};
+use crate::profile::{NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
+use std::collections::HashMap;
+
+pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>) -> Result<Profile> {
+    let rows = input.data_rows(header)?;
+    let ident = IdentityCols::new(header);
+    let c_name = header.col("Metric Name");
+    let c_value = header.col("Metric Value");
+    let (Some(c_name), Some(c_value)) = (c_name, c_value) else {
+        return Err(input.csv_error(header.line, "expected columns \"Metric Name\" and \"Metric Value\" in the header"));
+    };
+    let c_unit = header.col("Metric Unit");
+    let c_section = header.col("Section Name");
+    let c_body = header.col("Body Item Label");
+    let c_rule = header.col("Rule Name");
+    let c_rule_type = header.col("Rule Type");
+    let c_rule_desc = header.col("Rule Description");
+    let c_speedup_type = header.col("Estimated Speedup Type");
+    let c_speedup = header.col("Estimated Speedup");
+
+    let locale = locale_of(rows.iter().filter_map(|(_, f)| f.get(c_value).map(|s| &**s)));
+
+    let mut launches: Vec<crate::profile::Launch> = Vec::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    // (launch index, "section/body/label") -> rows seen so far, for labels repeated in a table.
+    let mut seen: HashMap<(usize, String), usize> = HashMap::new();
+    let mut units = UnitCache::new();
+    let mut any_detail_section = false;
+    let mut empty_rows: Vec<u64> = Vec::new();
+
+    for (line, f) in &rows {
+        let line = *line;
+        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| s.trim()).unwrap_or("");
+        let id = ident.id(input, line, f)?;
+        let li = *index.entry(id).or_insert_with(|| {
+            launches.push(ident.launch(id, f));
+            launches.len() - 1
+        });
+        let section = get(c_section);
+        let rule = get(c_rule);
+        if !rule.is_empty() {
+            let speedup = get(c_speedup);
+            launches[li].ncu_rules.push(NcuRuleResult {
+                rule: rule.to_string(),
+                section: (!section.is_empty()).then(|| section.to_string()),
+                kind: rule_type(get(c_rule_type)),
+                message: get(c_rule_desc).to_string(),
+                speedup_type: Some(get(c_speedup_type)).filter(|s| !s.is_empty()).map(str::to_string),
+                speedup_pct: crate::profile::units::parse_number(speedup, locale).ok().flatten(),
+            });
+        }
+        let label = get(Some(c_name));
+        if label.is_empty() {
+            if rule.is_empty() {
+                empty_rows.push(line);
+            }
+            continue;
+        }
+        if f.len() <= c_value {
+            return Err(input.csv_error(
+                line,
+                format!(
+                    "expected a value in column \"Metric Value\" (column {}) for metric {:?}, but the row has only {} field(s)",
+                    c_value + 1,
+                    short(label),
+                    f.len()
+                ),
+            ));
+        }
+        let raw_value = &*f[c_value];
+        let raw_unit = get(c_unit);
+        let body = get(c_body);
+        let section_display = names::section_display_name(section);
+        if section_display != COMMAND_LINE_SECTION {
+            any_detail_section = true;
+        }
+        let occurrence = if body.is_empty() {
+            0
+        } else {
+            let n = seen.entry((li, format!("{section_display}/{body}/{label}"))).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        let norm = units.get(raw_unit);
+        let mut m = make_metric(raw_value.trim(), raw_unit, &norm, locale, format!("line {line}"));
+        let launch = &mut launches[li];
+        match names::raw_name(section_display, body, label, occurrence) {
+            Some(raw) => {
+                if section_display != COMMAND_LINE_SECTION {
+                    m.label = Some(label.to_string());
+                }
+                m.section = Some(section_display.to_string());
+                // The same metric shown twice (e.g. "Block Size" in Launch Statistics and in an
+                // Occupancy chart): keep the first.
+                launch.metrics.entry(raw.into_owned()).or_insert(m);
+            }
+            None => {
+                m.label = Some(label.to_string());
+                m.section = Some(section_display.to_string());
+                let base = if body.is_empty() {
+                    format!("{section_display}/{label}")
+                } else {
+                    format!("{section_display}/{body}/{label}")
+                };
+                let mut key = base.clone();
+                let mut n = 1;
+                while launch.metrics.contains_key(&key) {
+                    n += 1;
+                    key = format!("{base} #{n}");
+                }
+                launch.metrics.insert(key, m);
+            }
+        }
+    }
+
+    input.skipped.notes(&mut notes);
+    if !empty_rows.is_empty() {
+        notes.push(format!(
+            "{} row(s) with neither a metric nor a rule name were ignored (line(s) {})",
+            empty_rows.len(),
+            super::line_list(&empty_rows)
+        ));
+    }
+    let kind = if any_detail_section || launches.iter().any(|l| !l.ncu_rules.is_empty()) {
+        SourceKind::DetailsCsv
+    } else {
+        SourceKind::MetricsCsv
+    };
+    Ok(Profile { path: input.path.to_owned(), kind, launches, notes })
+}
+
+fn rule_type(s: &str) -> NcuRuleType {
+    match s.trim().to_ascii_uppercase().as_str() {
+        "OPT" => NcuRuleType::Opt,
+        "WRN" | "WARNING" => NcuRuleType::Wrn,
+        "INF" | "INFO" => NcuRuleType::Inf,
+        "ERR" | "ERROR" => NcuRuleType::Err,
+        _ => NcuRuleType::Other,
+    }
+}

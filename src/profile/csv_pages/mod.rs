@@ -1,0 +1,591 @@
+//! Readers for Nsight Compute's CSV exports: every `ncu --csv` page and the GUI's raw export.
+//!
+//! One entry point, [`read`], recognises the export from its header (never from the file name):
+//!
+//! | export | header | reader |
+//! |---|---|---|
+//! | `--page details` | `"ID",...,"Section Name",["Body Item Label",]"Metric Name","Metric Unit","Metric Value"[,"Rule Name",...]` | [`long`] |
+//! | `--metrics ...` | same columns, section `Command line profiler metrics` | [`long`] |
+//! | `--page raw` | `"ID",...,"CC",<raw metric names...>` then a units row | [`wide`] |
+//! | `--page source` | preamble (`"Kernel Name","k"` or `"File Path"`/`"Function Name"`), then `"Address",...` or `"Line No",...` | [`source`] |
+//! | GUI "export raw" | BOM, transposed: `ID,0,1,2` then `metric [unit],v0,v1,v2` | [`ui_export`] |
+//!
+//! Columns are found by name. Lines that are not part of the table are skipped and reported in
+//! [`Profile::notes`] with their line numbers: ncu's own `==PROF==`/`==WARNING==`/`==ERROR==`
+//! lines, application output printed into the same stream, repeated header lines. Reading stops at
+//! an appended Python traceback (noted). A file without a table is [`ProfileError::Empty`] saying
+//! what was found; a row that cannot be understood is [`ProfileError::Csv`] with its line.
+//!
+//! Numbers: the locale is detected once per file (decimal comma or decimal point with thousands
+//! separators), units are normalised per row (see [`super::units`]). Launches keep the order of
+//! their first row and are identified by the `ID` column, never by kernel name.
+
+mod long;
+mod source;
+pub mod tokenizer;
+mod ui_export;
+mod wide;
+
+use super::units::{detect_locale, normalize_unit, parse_number, NumberLocale};
+use super::{Launch, Metric, MetricValue, Profile, ProfileError, Result};
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::path::Path;
+use tokenizer::{guess_delimiter, Fields, Tokenizer};
+
+pub use source::attach_source;
+
+/// Reads a CSV export (any page) from memory. `path` is used in messages and stored in the profile.
+pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
+    let mut notes = Vec::new();
+    let text = String::from_utf8_lossy(bytes);
+    if matches!(text, Cow::Owned(_)) {
+        notes.push("the file is not valid UTF-8: invalid bytes were replaced by U+FFFD".to_string());
+    }
+    let (body, had_bom) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => (rest, true),
+        None => (&*text, false),
+    };
+    let mut input = Input::new(path, body);
+    let found = input.find_header()?;
+    let profile = match found.kind {
+        HeaderKind::Long => long::read(&mut input, &found, notes),
+        HeaderKind::Wide => wide::read(&mut input, &found, notes),
+        HeaderKind::UiExport => ui_export::read(&mut input, &found, notes, had_bom),
+        HeaderKind::Source => source::read(&mut input, &found, notes),
+    }?;
+    if profile.launches.is_empty() {
+        return Err(ProfileError::Empty {
+            path: path.to_owned(),
+            message: format!("CSV header at line {} but no data rows after it", found.line),
+        });
+    }
+    Ok(profile)
+}
+
+/// What the header line says the table is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderKind {
+    Long,
+    Wide,
+    UiExport,
+    Source,
+}
+
+/// The header that was found, plus what came before it.
+pub(crate) struct Header<'a> {
+    pub kind: HeaderKind,
+    pub fields: Fields<'a>,
+    /// Physical line of the header.
+    pub line: u64,
+    /// Whether the header's first field was quoted (ncu quotes every field).
+    pub quoted: bool,
+    pub delim: u8,
+    /// `--page source` preamble pairs (`"Kernel Name","k"`).
+    pub preamble: Vec<(String, String)>,
+}
+
+impl Header<'_> {
+    /// Index of the column named `name`.
+    pub fn col(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.trim() == name)
+    }
+}
+
+/// Line bookkeeping shared by all readers: what was skipped and where reading stopped.
+#[derive(Default)]
+pub(crate) struct Skipped {
+    tool: Vec<u64>,
+    other: Vec<u64>,
+    repeated_header: Vec<u64>,
+    traceback: Option<(u64, u64)>,
+}
+
+impl Skipped {
+    fn notes(&self, notes: &mut Vec<String>) {
+        if !self.tool.is_empty() {
+            notes.push(format!(
+                "skipped {} ncu message line(s) (==PROF==/==WARNING==/==ERROR==) at line(s) {}",
+                self.tool.len(),
+                line_list(&self.tool)
+            ));
+        }
+        if !self.other.is_empty() {
+            notes.push(format!(
+                "skipped {} line(s) that are not part of the CSV table (application output?) at line(s) {}",
+                self.other.len(),
+                line_list(&self.other)
+            ));
+        }
+        if !self.repeated_header.is_empty() {
+            notes.push(format!(
+                "skipped {} repeated header line(s) at line(s) {}",
+                self.repeated_header.len(),
+                line_list(&self.repeated_header)
+            ));
+        }
+        if let Some((line, n)) = self.traceback {
+            notes.push(format!("stopped at line {line}: a Python traceback is appended there ({n} line(s) not read)"));
+        }
+    }
+}
+
+/// "1-3, 7, 9" (ranges collapsed, at most 12 items).
+fn line_list(lines: &[u64]) -> String {
+    let mut out = String::new();
+    let mut items = 0;
+    let mut i = 0;
+    while i < lines.len() {
+        let start = lines[i];
+        let mut end = start;
+        while i + 1 < lines.len() && lines[i + 1] == end + 1 {
+            i += 1;
+            end = lines[i];
+        }
+        if items == 12 {
+            out.push_str(", ...");
+            break;
+        }
+        if items > 0 {
+            out.push_str(", ");
+        }
+        if start == end {
+            let _ = write!(out, "{start}");
+        } else {
+            let _ = write!(out, "{start}-{end}");
+        }
+        items += 1;
+        i += 1;
+    }
+    out
+}
+
+fn is_tool_line(line: &str) -> bool {
+    // ==PROF==, ==WARNING==, ==ERROR==, ==INFO== ...
+    let Some(rest) = line.strip_prefix("==") else { return false };
+    match rest.find("==") {
+        Some(n) => n > 0 && rest[..n].bytes().all(|b| b.is_ascii_uppercase()),
+        None => false,
+    }
+}
+
+fn is_traceback(line: &str) -> bool {
+    line.starts_with("Traceback (most recent call last)")
+}
+
+/// The input being read: a tokenizer plus the skipped-line bookkeeping.
+pub(crate) struct Input<'a> {
+    pub path: &'a Path,
+    tok: Tokenizer<'a>,
+    pub skipped: Skipped,
+}
+
+impl<'a> Input<'a> {
+    fn new(path: &'a Path, text: &'a str) -> Self {
+        Input { path, tok: Tokenizer::new(text, b','), skipped: Skipped::default() }
+    }
+
+    pub fn csv_error(&self, line: u64, message: impl Into<String>) -> ProfileError {
+        ProfileError::Csv { path: self.path.to_owned(), line, message: message.into() }
+    }
+
+    /// Skips everything before the table's header and classifies the header.
+    fn find_header(&mut self) -> Result<Header<'a>> {
+        let mut preamble: Vec<(String, String)> = Vec::new();
+        let mut first_other: Option<(u64, String)> = None;
+        let mut fields: Fields<'a> = Vec::new();
+        loop {
+            if self.tok.at_end() {
+                return Err(self.no_header(first_other, &preamble));
+            }
+            let line = self.tok.peek_line();
+            let ln = self.tok.line();
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                self.tok.skip_line();
+                continue;
+            }
+            if is_tool_line(trimmed) {
+                self.skipped.tool.push(ln);
+                self.tok.skip_line();
+                continue;
+            }
+            if is_traceback(trimmed) {
+                let n = self.tok.remaining_lines();
+                self.skipped.traceback = Some((ln, n));
+                return Err(self.no_header(first_other, &preamble));
+            }
+            let delim = guess_delimiter(line);
+            self.tok.set_delim(delim);
+            let saved = self.tok.clone();
+            let kind = match self.tok.read_record(&mut fields) {
+                Ok(true) => classify_header(&fields),
+                _ => None,
+            };
+            match kind {
+                Some(Classified::Header(kind)) => {
+                    return Ok(Header {
+                        kind,
+                        fields: std::mem::take(&mut fields),
+                        line: ln,
+                        quoted: line.trim_start().starts_with('"'),
+                        delim,
+                        preamble,
+                    });
+                }
+                Some(Classified::Preamble) => {
+                    preamble.push((fields[0].trim().to_string(), fields.get(1).map(|s| s.to_string()).unwrap_or_default()));
+                }
+                None => {
+                    self.tok = saved;
+                    self.tok.skip_line();
+                    self.skipped.other.push(ln);
+                    if first_other.is_none() {
+                        first_other = Some((ln, trimmed.chars().take(80).collect()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn no_header(&self, first_other: Option<(u64, String)>, preamble: &[(String, String)]) -> ProfileError {
+        let s = &self.skipped;
+        let message = if s.tool.is_empty() && s.other.is_empty() && preamble.is_empty() && s.traceback.is_none() {
+            "the file is empty (no CSV header, no data)".to_string()
+        } else if s.other.is_empty() && preamble.is_empty() && s.traceback.is_none() {
+            format!("only ==PROF== lines ({} line(s)), no CSV header: ncu printed no results", s.tool.len())
+        } else {
+            let mut m = format!(
+                "no CSV header found: {} ==PROF== line(s), {} other line(s)",
+                s.tool.len(),
+                s.other.len()
+            );
+            if let Some((ln, text)) = first_other {
+                let _ = write!(m, " (first at line {ln}: {text:?})");
+            }
+            if !preamble.is_empty() {
+                let _ = write!(m, "; a --page source preamble but no \"Address\"/\"Line No\" header");
+            }
+            if let Some((ln, _)) = s.traceback {
+                let _ = write!(m, "; a Python traceback starts at line {ln}");
+            }
+            m
+        };
+        ProfileError::Empty { path: self.path.to_owned(), message }
+    }
+
+    /// Reads the data records after the header, skipping what is not table data.
+    pub fn data_rows(&mut self, header: &Header<'a>) -> Result<Vec<(u64, Fields<'a>)>> {
+        let mut rows = Vec::new();
+        let mut fields: Fields<'a> = Vec::new();
+        loop {
+            if self.tok.at_end() {
+                break;
+            }
+            let line = self.tok.peek_line();
+            let ln = self.tok.line();
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                self.tok.skip_line();
+                continue;
+            }
+            if is_tool_line(trimmed) {
+                self.skipped.tool.push(ln);
+                self.tok.skip_line();
+                continue;
+            }
+            if is_traceback(trimmed) {
+                self.skipped.traceback = Some((ln, self.tok.remaining_lines()));
+                break;
+            }
+            let looks_like_row = if header.quoted {
+                line.starts_with('"')
+            } else {
+                line.as_bytes().contains(&header.delim) || header.fields.len() == 1
+            };
+            if !looks_like_row {
+                self.skipped.other.push(ln);
+                self.tok.skip_line();
+                continue;
+            }
+            match self.tok.read_record(&mut fields) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    return Err(self.csv_error(
+                        e.line,
+                        "a quoted field starts here and is never closed (expected a closing '\"' before the end of the file)",
+                    ))
+                }
+            }
+            if fields == header.fields {
+                self.skipped.repeated_header.push(ln);
+                continue;
+            }
+            // A quoted line of application output: one field where the table has many.
+            if fields.len() == 1 && header.fields.len() > 2 {
+                self.skipped.other.push(ln);
+                continue;
+            }
+            rows.push((ln, std::mem::take(&mut fields)));
+        }
+        Ok(rows)
+    }
+}
+
+enum Classified {
+    Header(HeaderKind),
+    Preamble,
+}
+
+fn classify_header(fields: &Fields<'_>) -> Option<Classified> {
+    let has = |name: &str| fields.iter().any(|f| f.trim() == name);
+    let first = fields.first().map(|f| f.trim()).unwrap_or("");
+    if has("ID") && has("Kernel Name") {
+        if has("Metric Name") && has("Metric Value") {
+            return Some(Classified::Header(HeaderKind::Long));
+        }
+        return Some(Classified::Header(HeaderKind::Wide));
+    }
+    if first == "ID"
+        && fields.len() >= 2
+        && fields[1..].iter().all(|f| !f.trim().is_empty() && f.trim().bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Some(Classified::Header(HeaderKind::UiExport));
+    }
+    if matches!(first, "Address" | "Line No" | "# Address" | "Line") && fields.len() >= 2 && has("Source") {
+        return Some(Classified::Header(HeaderKind::Source));
+    }
+    let nonempty = fields.iter().filter(|f| !f.trim().is_empty()).count();
+    if matches!(first, "Kernel Name" | "File Path" | "Function Name" | "Mangled Name" | "Demangled Name") && nonempty <= 2 {
+        return Some(Classified::Preamble);
+    }
+    None
+}
+
+/// Launch identity columns of the details / raw / metrics pages, found by name.
+pub(crate) struct IdentityCols {
+    id: Option<usize>,
+    pid: Option<usize>,
+    pname: Option<usize>,
+    kname: Option<usize>,
+    ctx: Option<usize>,
+    stream: Option<usize>,
+    block: Option<usize>,
+    grid: Option<usize>,
+    device: Option<usize>,
+    cc: Option<usize>,
+}
+
+pub(crate) const IDENTITY_COLUMNS: &[&str] = &[
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+];
+
+impl IdentityCols {
+    pub fn new(h: &Header<'_>) -> Self {
+        IdentityCols {
+            id: h.col("ID"),
+            pid: h.col("Process ID"),
+            pname: h.col("Process Name"),
+            kname: h.col("Kernel Name"),
+            ctx: h.col("Context"),
+            stream: h.col("Stream"),
+            block: h.col("Block Size"),
+            grid: h.col("Grid Size"),
+            device: h.col("Device"),
+            cc: h.col("CC"),
+        }
+    }
+
+    /// The launch ID of a row, or an error naming the line.
+    pub fn id(&self, input: &Input<'_>, line: u64, f: &Fields<'_>) -> Result<u64> {
+        let col = self.id.unwrap_or(0);
+        let Some(raw) = f.get(col) else {
+            return Err(input.csv_error(line, format!("expected a launch ID in column \"ID\" (column {}), the row has only {} field(s)", col + 1, f.len())));
+        };
+        parse_u64(raw).ok_or_else(|| {
+            input.csv_error(
+                line,
+                format!("expected a launch ID (a whole number) in column \"ID\" (column {}), found {:?}", col + 1, short(raw)),
+            )
+        })
+    }
+
+    /// A launch with the identity columns of `f` filled in.
+    pub fn launch(&self, id: u64, f: &Fields<'_>) -> Launch {
+        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| s.trim()).filter(|s| !s.is_empty());
+        let mut l = Launch { id, ..Default::default() };
+        set_kernel_name(&mut l, get(self.kname).unwrap_or(""));
+        l.process_id = get(self.pid).and_then(parse_u64);
+        l.process_name = get(self.pname).map(str::to_string);
+        l.context_id = get(self.ctx).and_then(parse_u64);
+        l.stream_id = get(self.stream).and_then(parse_u64);
+        l.block_size = get(self.block).and_then(parse_dim3);
+        l.grid_size = get(self.grid).and_then(parse_dim3);
+        l.device_id = get(self.device).and_then(parse_u64);
+        l.compute_capability = get(self.cc).map(str::to_string);
+        l
+    }
+}
+
+/// Sets `name` (demangled when the text is an Itanium-mangled name) and `mangled_name`.
+pub(crate) fn set_kernel_name(l: &mut Launch, raw: &str) {
+    let raw = raw.trim();
+    if raw.starts_with("_Z") {
+        if let Some(d) = demangle(raw) {
+            l.name = d;
+            l.mangled_name = Some(raw.to_string());
+            return;
+        }
+    }
+    l.name = raw.to_string();
+}
+
+/// Demangles an Itanium C++ name; `None` when it does not parse (never panics).
+pub fn demangle(mangled: &str) -> Option<String> {
+    // Deeply nested hostile input must not take the reader down.
+    if mangled.len() > 16 * 1024 {
+        return None;
+    }
+    std::panic::catch_unwind(|| {
+        let sym = cpp_demangle::Symbol::new(mangled.as_bytes()).ok()?;
+        sym.demangle(&cpp_demangle::DemangleOptions::default()).ok()
+    })
+    .ok()
+    .flatten()
+}
+
+/// "1,234" / "42" / " 7 " -> u64.
+pub(crate) fn parse_u64(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if t.is_empty() {
+        return None;
+    }
+    if let Ok(v) = t.parse::<u64>() {
+        return Some(v);
+    }
+    let mut v: u64 = 0;
+    let mut digits = 0;
+    for b in t.bytes() {
+        match b {
+            b'0'..=b'9' => {
+                v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                digits += 1;
+            }
+            b',' | b'.' | b' ' | b'\'' => {}
+            _ => return None,
+        }
+    }
+    (digits > 0).then_some(v)
+}
+
+/// "(32, 8, 1)" or "    1,    1,    1" -> [32, 8, 1].
+pub(crate) fn parse_dim3(s: &str) -> Option<[u64; 3]> {
+    let t = s.trim().trim_start_matches('(').trim_end_matches(')');
+    let mut it = t.split(',').map(|p| p.trim().parse::<u64>());
+    let d = [it.next()?.ok()?, it.next()?.ok()?, it.next()?.ok()?];
+    if it.next().is_some() {
+        return None;
+    }
+    Some(d)
+}
+
+/// At most 60 characters of a value, for messages.
+pub(crate) fn short(s: &str) -> String {
+    let mut o: String = s.chars().take(60).collect();
+    if s.chars().count() > 60 {
+        o.push('…');
+    }
+    o
+}
+
+/// Detects the file's number locale from a sample of values.
+pub(crate) fn locale_of<'b>(values: impl IntoIterator<Item = &'b str>) -> NumberLocale {
+    detect_locale(values)
+}
+
+/// Builds a metric from a value and unit as written. Text that is not a number (or `n/a`) is kept
+/// as [`MetricValue::Text`].
+pub(crate) fn make_metric(
+    raw_value: &str,
+    raw_unit: &str,
+    norm: &(f64, super::Unit),
+    locale: NumberLocale,
+    origin: String,
+) -> Metric {
+    let value = match parse_number(raw_value, locale) {
+        Ok(Some(v)) => MetricValue::Number(scale(v, norm.0, raw_value, locale)),
+        _ => MetricValue::Text(raw_value.to_string()),
+    };
+    Metric {
+        value,
+        unit: norm.1.clone(),
+        raw_value: raw_value.to_string(),
+        raw_unit: raw_unit.to_string(),
+        label: None,
+        section: None,
+        origin,
+    }
+}
+
+/// `v * factor`, rounded back to the decimal precision the text had when the factor is a power of
+/// ten: "8.03" us is 8030 ns, not 8029.999999999999.
+pub(crate) fn scale(v: f64, factor: f64, text: &str, locale: NumberLocale) -> f64 {
+    let x = v * factor;
+    if factor == 1.0 || !x.is_finite() {
+        return x;
+    }
+    let k = factor.log10().round();
+    if (10f64.powf(k) - factor).abs() > f64::EPSILON * factor || text.bytes().any(|b| b == b'e' || b == b'E') {
+        return x;
+    }
+    let sep = match locale {
+        NumberLocale::DotDecimal => '.',
+        NumberLocale::CommaDecimal => ',',
+    };
+    let decimals = text.trim().rsplit_once(sep).map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count()) as i32;
+    let keep = decimals - k as i32;
+    if keep <= 0 {
+        x.round()
+    } else if keep <= 15 {
+        let p = 10f64.powi(keep);
+        (x * p).round() / p
+    } else {
+        x
+    }
+}
+
+/// `normalize_unit` with a one-entry cache (units repeat row after row).
+pub(crate) struct UnitCache {
+    last: Option<(String, (f64, super::Unit))>,
+}
+
+impl UnitCache {
+    pub fn new() -> Self {
+        UnitCache { last: None }
+    }
+
+    pub fn get(&mut self, raw: &str) -> (f64, super::Unit) {
+        if let Some((k, v)) = &self.last {
+            if k == raw {
+                return v.clone();
+            }
+        }
+        let v = normalize_unit(raw);
+        self.last = Some((raw.to_string(), v.clone()));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! A lenient, zero-copy CSV tokenizer that knows physical line numbers.
+//!
+//! Why not the `csv` crate here: ncu's exports are not always valid CSV, and the readers need to
+//! look at each physical line before deciding it is a record at all (`==PROF==` lines, application
+//! output, an appended traceback). Specifically:
+//! - ncu writes source text unescaped inside quotes (`"extern "C" __global__ void f("`); RFC 4180
+//!   readers (Python's `csv`, the `csv` crate) drop a quote there. Here a quote inside a quoted
+//!   field only closes the field when a delimiter, a line end or the end of input follows it, so
+//!   the text comes back exactly as ncu wrote it. `""` is still an escaped quote.
+//! - every field is borrowed from the input unless it contained `""` (then it is unescaped into an
+//!   owned string), so tokenizing allocates nothing per cell.
+//! - ragged rows are fine: a record has as many fields as its line has.
+//!
+//! Records may span lines (a quoted field with a newline); [`Tokenizer::line`] is the physical line
+//! where the current position is, 1-based.
+
+use std::borrow::Cow;
+
+/// One record's fields, borrowed from the input where possible.
+pub type Fields<'a> = Vec<Cow<'a, str>>;
+
+#[derive(Clone)]
+pub struct Tokenizer<'a> {
+    text: &'a str,
+    pos: usize,
+    line: u64,
+    delim: u8,
+}
+
+/// A quoted field ran to the end of the input.
+#[derive(Debug)]
+pub struct Unterminated {
+    /// Physical line where the field started.
+    pub line: u64,
+}
+
+impl<'a> Tokenizer<'a> {
+    pub fn new(text: &'a str, delim: u8) -> Self {
+        Tokenizer { text, pos: 0, line: 1, delim }
+    }
+
+    pub fn set_delim(&mut self, delim: u8) {
+        self.delim = delim;
+    }
+
+    /// 1-based physical line of the current position.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.text.len()
+    }
+
+    /// The rest of the current physical line, without its terminator.
+    pub fn peek_line(&self) -> &'a str {
+        let rest = &self.text[self.pos..];
+        let end = rest.bytes().position(|b| b == b'\n' || b == b'\r').unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    /// Skips the current physical line (and its terminator).
+    pub fn skip_line(&mut self) {
+        let rest = self.text[self.pos..].as_bytes();
+        match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            Some(i) => {
+                self.pos += i;
+                self.eat_newline();
+            }
+            None => self.pos = self.text.len(),
+        }
+    }
+
+    /// Number of physical lines from the current position to the end (counting a last line
+    /// without terminator).
+    pub fn remaining_lines(&self) -> u64 {
+        let rest = &self.text.as_bytes()[self.pos..];
+        if rest.is_empty() {
+            return 0;
+        }
+        let n = rest.iter().filter(|&&b| b == b'\n').count() as u64;
+        if rest.last() == Some(&b'\n') {
+            n
+        } else {
+            n + 1
+        }
+    }
+
+    fn eat_newline(&mut self) {
+        let b = self.text.as_bytes();
+        if self.pos < b.len() && b[self.pos] == b'\r' {
+            self.pos += 1;
+            if self.pos < b.len() && b[self.pos] == b'\n' {
+                self.pos += 1;
+            }
+            self.line += 1;
+        } else if self.pos < b.len() && b[self.pos] == b'\n' {
+            self.pos += 1;
+            self.line += 1;
+        }
+    }
+
+    /// Reads one record into `out` (cleared first). Returns `Ok(false)` at the end of input.
+    pub fn read_record(&mut self, out: &mut Fields<'a>) -> Result<bool, Unterminated> {
+        out.clear();
+        let text = self.text;
+        let b = text.as_bytes();
+        if self.pos >= b.len() {
+            return Ok(false);
+        }
+        let delim = self.delim;
+        loop {
+            // At the start of a field.
+            if self.pos < b.len() && b[self.pos] == b'"' {
+                let start_line = self.line;
+                let start = self.pos + 1;
+                let mut i = start;
+                let mut escaped = false;
+                loop {
+                    // Find the next quote, counting newlines on the way.
+                    let rest = &b[i..];
+                    let Some(q) = rest.iter().position(|&c| c == b'"') else {
+                        return Err(Unterminated { line: start_line });
+                    };
+                    self.line += rest[..q].iter().filter(|&&c| c == b'\n').count() as u64;
+                    let at = i + q;
+                    let next = b.get(at + 1).copied();
+                    match next {
+                        Some(b'"') => {
+                            escaped = true;
+                            i = at + 2;
+                        }
+                        None | Some(b'\n') | Some(b'\r') => {
+                            out.push(field(&text[start..at], escaped));
+                            self.pos = at + 1;
+                            self.eat_newline();
+                            return Ok(true);
+                        }
+                        Some(c) if c == delim => {
+                            out.push(field(&text[start..at], escaped));
+                            self.pos = at + 2;
+                            break;
+                        }
+                        // A quote inside the field that ncu did not escape: keep it.
+                        Some(_) => i = at + 1,
+                    }
+                }
+            } else {
+                let rest = &b[self.pos..];
+                let end = rest.iter().position(|&c| c == delim || c == b'\n' || c == b'\r').unwrap_or(rest.len());
+                out.push(Cow::Borrowed(&text[self.pos..self.pos + end]));
+                self.pos += end;
+                if self.pos < b.len() && b[self.pos] == delim {
+                    self.pos += 1;
+                } else {
+                    self.eat_newline();
+                    return Ok(true);
+                }
+            }
+            if self.pos >= b.len() {
+                // "a,b," at the very end: the trailing delimiter opens one last empty field.
+                out.push(Cow::Borrowed(""));
+                return Ok(true);
+            }
+        }
+    }
+}
+
+fn field(raw: &str, escaped: bool) -> Cow<'_, str> {
+    if escaped {
+        Cow::Owned(raw.replace("\"\"", "\""))
+    } else {
+        Cow::Borrowed(raw)
+    }
+}
+
+/// Guesses the delimiter of a header line: `,` unless the line is clearly `;`- or tab-separated.
+pub fn guess_delimiter(line: &str) -> u8 {
+    let count = |d: u8| line.bytes().filter(|&b| b == d).count();
+    let (c, s, t) = (count(b','), count(b';'), count(b'\t'));
+    if line.contains("\";\"") && !line.contains("\",\"") || (c == 0 && s > 0 && s >= t) {
+        b';'
+    } else if line.contains("\"\t\"") && !line.contains("\",\"") || (c == 0 && t > 0) {
+        b'\t'
+    } else {
+        b','
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(text: &str) -> Vec<(u64, Vec<String>)> {
+        let mut t = Tokenizer::new(text, b',');
+        let mut out = Vec::new();
+        let mut f = Vec::new();
+        loop {
+            let line = t.line();
+            if !t.read_record(&mut f).unwrap() {
+                break;
+            }
+            out.push((line, f.iter().map(|s| s.to_string()).collect()));
+        }
+        out
+    }
+
+    #[test]
+    fn quoted_and_plain() {
+        let r = all("\"a\",\"b,c\",d\n1,\"x\"\"y\",\r\n\"last\"");
+        assert_eq!(r[0], (1, vec!["a".into(), "b,c".into(), "d".into()]));
+        assert_eq!(r[1], (2, vec!["1".into(), "x\"y".into(), "".into()]));
+        assert_eq!(r[2], (3, vec!["last".into()]));
+        assert_eq!(r.len(), 3);
+    }
+
+    #[test]
+    fn unescaped_quotes_kept() {
+        let r = all("\"83\",\"extern \"C\" __global__ void f(\",\"-\"\n");
+        assert_eq!(r[0].1, vec!["83", "extern \"C\" __global__ void f(", "-"]);
+    }
+
+    #[test]
+    fn multiline_field_counts_lines() {
+        let r = all("\"a\nb\",c\n\"d\"\n");
+        assert_eq!(r[0], (1, vec!["a\nb".into(), "c".into()]));
+        assert_eq!(r[1], (3, vec!["d".into()]));
+    }
+
+    #[test]
+    fn unterminated_is_an_error() {
+        let mut t = Tokenizer::new("x\n\"abc,def\n", b',');
+        let mut f = Vec::new();
+        assert!(t.read_record(&mut f).unwrap());
+        let e = t.read_record(&mut f).unwrap_err();
+        assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn trailing_delimiter_at_eof() {
+        let r = all("a,b,");
+        assert_eq!(r[0].1, vec!["a", "b", ""]);
+    }
+
+    #[test]
+    fn lines_and_delims() {
+        let mut t = Tokenizer::new("one\r\ntwo\nthree", b',');
+        assert_eq!(t.peek_line(), "one");
+        assert_eq!(t.remaining_lines(), 3);
+        t.skip_line();
+        assert_eq!((t.line(), t.peek_line()), (2, "two"));
+        t.skip_line();
+        t.skip_line();
+        assert!(t.at_end());
+        assert_eq!(guess_delimiter("\"a\";\"b\";\"c\""), b';');
+        assert_eq!(guess_delimiter("a\tb\tc"), b'\t');
+        assert_eq!(guess_delimiter("\"a\",\"1;2\""), b',');
+    }
+}

@@ -1,0 +1,107 @@
+//! Wide format: `--page raw` (one row per launch, one column per raw metric, a units row).
+//!
+//! Columns other than the launch identity columns are raw metric names. The row after the header
+//! whose `ID` cell is empty is the units row (one unit per column, normalised once per column).
+//! Empty cells (a metric another launch has) are skipped. This is the largest export (thousands of
+//! columns), so per launch the metrics are produced in key order and bulk-built into the map, rows
+//! are converted in parallel, and no cell is copied before it becomes a [`Metric`].
+
+use super::{locale_of, make_metric, Header, IdentityCols, Input, IDENTITY_COLUMNS};
+use crate::profile::units::normalize_unit;
+use crate::profile::{Launch, Metric, MetricValue, Profile, Result, SourceKind, Unit};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+
+struct Col<'h> {
+    idx: usize,
+    name: &'h str,
+    raw_unit: &'h str,
+    norm: (f64, Unit),
+}
+
+pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>) -> Result<Profile> {
+    let mut rows = input.data_rows(header)?;
+    let ident = IdentityCols::new(header);
+    let id_col = header.col("ID").unwrap_or(0);
+
+    // The units row: first row, empty ID cell.
+    let units: super::Fields<'a> = match rows.first() {
+        Some((_, f)) if f.get(id_col).map_or(true, |s| s.trim().is_empty()) => rows.remove(0).1,
+        _ => Vec::new(),
+    };
+
+    let mut cols: Vec<Col<'_>> = Vec::with_capacity(header.fields.len());
+    for (idx, name) in header.fields.iter().enumerate() {
+        let name = name.trim();
+        if name.is_empty() || IDENTITY_COLUMNS.contains(&name) {
+            continue;
+        }
+        let raw_unit = units.get(idx).map(|u| u.trim()).unwrap_or("");
+        cols.push(Col { idx, name, raw_unit, norm: normalize_unit(raw_unit) });
+    }
+    cols.sort_by(|a, b| a.name.cmp(b.name));
+    let before = cols.len();
+    cols.dedup_by(|b, a| a.name == b.name);
+    if cols.len() != before {
+        notes.push(format!("{} duplicate metric column(s) in the header were ignored (first kept)", before - cols.len()));
+    }
+
+    let locale = locale_of(rows.iter().flat_map(|(_, f)| cols.iter().filter_map(move |c| f.get(c.idx).map(|s| &**s))));
+
+    // Identity and validation first (sequential: errors name the first bad line).
+    let header_len = header.fields.len();
+    let mut launches = Vec::with_capacity(rows.len());
+    for (line, f) in &rows {
+        let id = ident.id(input, *line, f)?;
+        if f.len() > header_len && f[header_len..].iter().any(|s| !s.trim().is_empty()) {
+            return Err(input.csv_error(
+                *line,
+                format!("expected at most {header_len} fields (one per header column), found {}", f.len()),
+            ));
+        }
+        launches.push(ident.launch(id, f));
+    }
+
+    let build = |(line, f): &(u64, super::Fields<'a>)| -> BTreeMap<String, Metric> {
+        let origin = format!("line {line}");
+        let mut out: Vec<(String, Metric)> = Vec::with_capacity(cols.len());
+        for c in &cols {
+            let Some(cell) = f.get(c.idx) else { continue };
+            let cell = cell.trim();
+            if cell.is_empty() {
+                continue;
+            }
+            out.push((c.name.to_string(), make_metric(cell, c.raw_unit, &c.norm, locale, origin.clone())));
+        }
+        // Already sorted and unique: from_iter's sort is a linear check, then a bulk build.
+        out.into_iter().collect()
+    };
+    let maps: Vec<BTreeMap<String, Metric>> =
+        if rows.len() >= 4 { rows.par_iter().map(build).collect() } else { rows.iter().map(build).collect() };
+
+    for (l, m) in launches.iter_mut().zip(maps) {
+        l.metrics = m;
+        fill_from_metrics(l);
+    }
+    input.skipped.notes(&mut notes);
+    if units.is_empty() && !rows.is_empty() {
+        notes.push("no units row under the header: units taken as empty".to_string());
+    }
+    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::RawCsv, launches, notes })
+}
+
+/// Device name and compute capability from device attributes when the identity columns lack them.
+pub(super) fn fill_from_metrics(l: &mut Launch) {
+    if l.device_name.is_none() {
+        if let Some(MetricValue::Text(t)) = l.metrics.get("device__attribute_display_name").map(|m| &m.value) {
+            l.device_name = Some(t.clone());
+        }
+    }
+    if l.compute_capability.is_none() {
+        let major = l.metrics.get("device__attribute_compute_capability_major").and_then(Metric::as_f64);
+        let minor = l.metrics.get("device__attribute_compute_capability_minor").and_then(Metric::as_f64);
+        if let (Some(a), Some(b)) = (major, minor) {
+            l.compute_capability = Some(format!("{a}.{b}"));
+        }
+    }
+}

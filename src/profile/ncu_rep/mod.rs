@@ -1,0 +1,745 @@
+//! Native reader for Nsight Compute's binary `.ncu-rep` report.
+//!
+//! # Layout
+//!
+//! ```text
+//! "NVR\0"  u32le n  FileHeader[n]
+//! repeated until end of file:
+//!     u32le n  BlockHeader[n]
+//!     payload[BlockHeader.PayloadSize]:
+//!         NumSources x (u32le n  SourceData[n])      -- cubins etc., skipped
+//!         NumResults x (u32le n  ProfileResult[n])   -- one per kernel launch
+//!         anything else (range results, ...)         -- skipped
+//! ```
+//!
+//! All integers of the framing are little-endian; the messages are protobuf (see [`proto`]).
+//! Metric names are indices into a string table carried by a block header; a block with an empty
+//! table keeps using the last one seen (the first result block has it, later blocks reuse it).
+//!
+//! # Robustness
+//!
+//! Every length is checked against the bytes that remain before anything is sliced, so a corrupt
+//! or hostile file gives [`ProfileError::Report`] with the byte offset and what was expected, never
+//! a panic or an allocation sized by an untrusted length. Unknown protobuf fields are skipped, so
+//! newer ncu versions keep working as long as the fields keet reads keep their numbers.
+//!
+//! # Values and units
+//!
+//! Reports store values in ncu's base units (ns, bytes, cycles, bytes/s, %...) without a unit per
+//! metric; the unit is inferred from the metric name ([`infer::unit_for_metric`]), `raw_unit` is
+//! empty. Launch IDs are the result's position in the report (ncu's `ID` column).
+
+pub mod infer;
+pub mod proto;
+mod source;
+
+use super::{
+    Launch, Metric, MetricValue, NcuRuleResult, NcuRuleType, Profile, ProfileError, Result, SourceKind, Unit,
+};
+use prost::Message;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// The 4-byte magic every report starts with.
+pub const MAGIC: &[u8; 4] = b"NVR\0";
+
+/// Parses a whole report already in memory (`path` is only used in messages).
+pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
+    Parser { path, bytes }.run()
+}
+
+struct Parser<'a> {
+    path: &'a Path,
+    bytes: &'a [u8],
+}
+
+/// Per-report state carried from block to block.
+#[derive(Default)]
+struct State {
+    strings: Vec<String>,
+    process: Option<proto::ProcessInfo>,
+    launches: Vec<Launch>,
+    unknown_name_ids: usize,
+    valueless_metrics: usize,
+    duplicate_metrics: usize,
+    /// Metric / section / rule records that did not decode and were skipped.
+    bad_records: usize,
+    sources: usize,
+    skipped_payload_bytes: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, offset: usize, message: impl Into<String>) -> ProfileError {
+        ProfileError::Report { path: self.path.to_owned(), offset: offset as u64, message: message.into() }
+    }
+
+    /// Reads the u32 length at `off`, which must lie before `end`.
+    fn length(&self, off: usize, end: usize, what: &dyn Fn() -> String) -> Result<usize> {
+        let avail = end.saturating_sub(off);
+        if avail < 4 {
+            return Err(self.err(
+                off,
+                format!("truncated: expected the 4-byte length of {}, found {avail} byte(s)", what()),
+            ));
+        }
+        let b = &self.bytes[off..off + 4];
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    /// The `len` bytes at `off`, which must end by `end`.
+    fn slice(&self, off: usize, len: u64, end: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        let avail = end.saturating_sub(off);
+        if len > avail as u64 {
+            return Err(self.err(off, format!("{} needs {len} bytes but only {avail} remain", what())));
+        }
+        Ok(&self.bytes[off..off + len as usize])
+    }
+
+    fn decode<M: Message + Default, B: prost::bytes::Buf>(&self, off: usize, data: B, what: &dyn Fn() -> String) -> Result<M> {
+        let len = data.remaining();
+        M::decode(data).map_err(|e| self.err(off, format!("{} ({len} bytes) is not valid protobuf: {e}", what())))
+    }
+
+    fn run(&self) -> Result<Profile> {
+        let total = self.bytes.len();
+        if !self.bytes.starts_with(MAGIC) {
+            return Err(self.err(0, "not an ncu-rep report: expected the magic bytes \"NVR\\0\""));
+        }
+        let mut off = MAGIC.len();
+        let n = self.length(off, total, &|| "the file header".into())?;
+        off += 4;
+        let data = self.slice(off, n as u64, total, &|| "the file header".into())?;
+        let header: proto::FileHeader = self.decode(off, data, &|| "the file header".into())?;
+        off += n;
+
+        let mut st = State::default();
+        let mut block = 0usize;
+        while off < total {
+            off = self.block(block, off, &mut st)?;
+            block += 1;
+        }
+
+        let mut notes = vec![format!("ncu-rep format version {}, {block} block(s)", header.version)];
+        if st.sources > 0 {
+            notes.push(format!("skipped {} embedded source/binary record(s)", st.sources));
+        }
+        if st.skipped_payload_bytes > 0 {
+            notes.push(format!("skipped {} payload byte(s) of other records (range results...)", st.skipped_payload_bytes));
+        }
+        if st.unknown_name_ids > 0 {
+            notes.push(format!("skipped {} metric value(s) whose name index is outside the string table", st.unknown_name_ids));
+        }
+        if st.valueless_metrics > 0 {
+            notes.push(format!("skipped {} metric(s) stored without a value", st.valueless_metrics));
+        }
+        if st.bad_records > 0 {
+            notes.push(format!("skipped {} metric/section/rule record(s) that did not decode", st.bad_records));
+        }
+        if st.duplicate_metrics > 0 {
+            notes.push(format!("kept the first of {} duplicated metric name(s)", st.duplicate_metrics));
+        }
+        if st.launches.is_empty() {
+            return Err(ProfileError::Empty {
+                path: self.path.to_owned(),
+                message: format!("the report has {block} block(s) but no profile result (kernel launch)"),
+            });
+        }
+        Ok(Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes })
+    }
+
+    /// Parses the block at `off` and returns the offset just past it.
+    fn block(&self, block: usize, mut off: usize, st: &mut State) -> Result<usize> {
+        let total = self.bytes.len();
+        let what_hdr = || format!("block {block} header");
+        let n = self.length(off, total, &what_hdr)?;
+        off += 4;
+        let data = self.slice(off, n as u64, total, &what_hdr)?;
+        let header: proto::BlockHeader = self.decode(off, data, &what_hdr)?;
+        off += n;
+
+        let payload_start = off;
+        let what_payload = || format!("block {block} payload (PayloadSize)");
+        self.slice(off, header.payload_size, total, &what_payload)?;
+        let end = off + header.payload_size as usize;
+
+        if let Some(table) = header.string_table {
+            if !table.strings.is_empty() {
+                st.strings = table.strings.into_iter().map(lossy).collect();
+            }
+        }
+        if header.process.is_some() {
+            st.process = header.process;
+        }
+
+        let mut p = payload_start;
+        for i in 0..header.num_sources {
+            let what = || format!("block {block} source record {i} of {}", header.num_sources);
+            let n = self.length(p, end, &what)?;
+            self.slice(p + 4, n as u64, end, &what)?;
+            p += 4 + n;
+            st.sources += 1;
+        }
+        for i in 0..header.num_results {
+            let what = || format!("block {block} profile result {i} of {}", header.num_results);
+            let n = self.length(p, end, &what)?;
+            let data = self.slice(p + 4, n as u64, end, &what)?;
+            // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
+            let result: proto::ProfileResult = self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
+            let origin = format!("block {block}, result {i}");
+            let launch = build_launch(st.launches.len() as u64, result, origin, st);
+            st.launches.push(launch);
+            p += 4 + n;
+        }
+        st.skipped_payload_bytes += end - p;
+        Ok(end)
+    }
+}
+
+fn lossy(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn non_empty(b: Vec<u8>) -> Option<String> {
+    if b.is_empty() {
+        None
+    } else {
+        Some(lossy(b))
+    }
+}
+
+/// The text and numeric value of one stored metric value.
+fn metric_value(kind: proto::MetricValueKind) -> (MetricValue, String) {
+    use proto::MetricValueKind as K;
+    match kind {
+        K::String(s) => {
+            let s = lossy(s);
+            (MetricValue::Text(s.clone()), s)
+        }
+        K::Float(v) => {
+            // Shortest decimal of the f32, so 33.33f32 reads as 33.33, not 33.3300018.
+            let text = v.to_string();
+            (MetricValue::Number(text.parse().unwrap_or(v as f64)), text)
+        }
+        K::Double(v) => (MetricValue::Number(v), v.to_string()),
+        K::Uint32(v) => (MetricValue::Number(v as f64), v.to_string()),
+        K::Uint64(v) => (MetricValue::Number(v as f64), v.to_string()),
+    }
+}
+
+fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State) -> Launch {
+    let sections: Vec<proto::ProfilerSection> = r
+        .sections
+        .iter()
+        .filter_map(|b| proto::ProfilerSection::decode(b.clone()).map_err(|_| st.bad_records += 1).ok())
+        .collect();
+    // Display label and section for the metrics named in section headers (first one wins).
+    let mut labels: HashMap<&[u8], (&[u8], &[u8])> = HashMap::new();
+    // Source-view columns the report asks for: (metric name or `group:...`, column label).
+    let mut source_columns: Vec<(&[u8], &[u8])> = Vec::new();
+    for s in &sections {
+        if let Some(h) = &s.header {
+            for m in &h.metrics {
+                if !m.name.is_empty() {
+                    labels.entry(m.name.as_slice()).or_insert((m.label.as_slice(), s.display_name.as_slice()));
+                }
+            }
+        }
+        for m in s.source_metrics.iter().flat_map(|l| &l.metrics) {
+            if !m.name.is_empty() && !source_columns.iter().any(|(n, _)| *n == m.name.as_slice()) {
+                source_columns.push((m.name.as_slice(), m.label.as_slice()));
+            }
+        }
+    }
+    let text = |b: &[u8]| if b.is_empty() { None } else { Some(String::from_utf8_lossy(b).into_owned()) };
+
+    // Collected then bulk-built: far cheaper than ~500 individual BTreeMap inserts per launch.
+    let mut list: Vec<(String, Metric)> = Vec::with_capacity(r.metric_results.len());
+    let mut per_pc: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
+    for raw in &r.metric_results {
+        let Ok(m) = proto::ProfileMetricResult::decode(raw.clone()) else {
+            st.bad_records += 1;
+            continue;
+        };
+        let Some(name) = st.strings.get(m.name_id as usize) else {
+            st.unknown_name_ids += 1;
+            continue;
+        };
+        if source::is_source_metric(name, &source_columns) {
+            if let Some(values) = source::instances_by_pc(raw) {
+                per_pc.push((name.clone(), values));
+            }
+        }
+        let Some(kind) = m.value.and_then(|v| v.kind) else {
+            st.valueless_metrics += 1;
+            continue;
+        };
+        let (value, raw_value) = metric_value(kind);
+        let unit = match value {
+            MetricValue::Number(_) => infer::unit_for_metric(name),
+            MetricValue::Text(_) => Unit::None,
+        };
+        let (label, section) = match labels.get(name.as_bytes()) {
+            Some((l, s)) => (text(l), text(s)),
+            None => (None, None),
+        };
+        let metric = Metric { value, unit, raw_value, raw_unit: String::new(), label, section, origin: origin.clone() };
+        list.push((name.clone(), metric));
+    }
+    // Stable sort + dedup keeps the first value stored under a name.
+    list.sort_by(|a, b| a.0.cmp(&b.0));
+    let before = list.len();
+    list.dedup_by(|later, first| later.0 == first.0);
+    st.duplicate_metrics += before - list.len();
+    let metrics: BTreeMap<String, Metric> = list.into_iter().collect();
+    let source = source::view(&source_columns, per_pc);
+
+    let num = |k: &str| metrics.get(k).and_then(Metric::as_f64);
+    let int = |k: &str| num(k).filter(|v| *v >= 0.0 && v.fract() == 0.0).map(|v| v as u64);
+    let dims = |d: Option<proto::Uint64x3>, prefix: &str| {
+        d.map(|d| [d.x, d.y, d.z]).or_else(|| {
+            Some([int(&format!("{prefix}_x"))?, int(&format!("{prefix}_y"))?, int(&format!("{prefix}_z"))?])
+        })
+    };
+    let grid_size = dims(r.grid_size, "launch__grid_dim");
+    let block_size = dims(r.block_size, "launch__block_dim");
+    let compute_capability = match (
+        int("device__attribute_compute_capability_major"),
+        int("device__attribute_compute_capability_minor"),
+    ) {
+        (Some(a), Some(b)) => Some(format!("{a}.{b}")),
+        _ => None,
+    };
+    let device_name = match metrics.get("device__attribute_display_name").map(|m| &m.value) {
+        Some(MetricValue::Text(s)) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    };
+    let device_id = int("device__attribute_device_index").or_else(|| int("launch__device_id"));
+    let context_id = r.context_id.or_else(|| int("launch__context_id"));
+    let stream_id = r.stream_id.or_else(|| int("launch__stream_id"));
+
+    let process_id = st.process.as_ref().and_then(|p| p.process_id);
+    let process_name = st.process.as_ref().and_then(|p| {
+        let exe = String::from_utf8_lossy(&p.executable);
+        let base = exe.rsplit(['/', '\\']).next().unwrap_or("");
+        (!base.is_empty()).then(|| base.to_string())
+    });
+
+    let ncu_rules = rules(&r.rule_results, &mut st.bad_records);
+
+    let mangled_name = non_empty(r.kernel_mangled_name);
+    let name = non_empty(r.kernel_demangled_name)
+        .or_else(|| non_empty(r.kernel_function_name))
+        .or_else(|| mangled_name.clone())
+        .unwrap_or_default();
+
+    Launch {
+        id,
+        name,
+        mangled_name,
+        process_name,
+        process_id,
+        device_name,
+        device_id,
+        compute_capability,
+        context_id,
+        stream_id,
+        block_size,
+        grid_size,
+        metrics,
+        ncu_rules,
+        source,
+    }
+}
+
+/// One [`NcuRuleResult`] per rule message (a rule without messages produced no finding).
+fn rules(results: &[prost::bytes::Bytes], bad_records: &mut usize) -> Vec<NcuRuleResult> {
+    let mut out = Vec::new();
+    for raw in results {
+        let Ok(r) = proto::RuleResult::decode(raw.clone()) else {
+            *bad_records += 1;
+            continue;
+        };
+        let rule = lossy(r.identifier);
+        let section = non_empty(r.section_identifier);
+        for item in r.body.map(|b| b.items).unwrap_or_default() {
+            let Some(msg) = item.message else { continue };
+            if msg.text.is_empty() {
+                continue;
+            }
+            let kind = match msg.kind {
+                1 => NcuRuleType::Inf,
+                2 => NcuRuleType::Wrn,
+                3 => NcuRuleType::Err,
+                4 => NcuRuleType::Opt,
+                _ => NcuRuleType::Other,
+            };
+            let (speedup_type, speedup_pct) = match item.speedup {
+                Some(s) => (
+                    match s.kind {
+                        1 => Some("local".to_string()),
+                        2 => Some("global".to_string()),
+                        _ => None,
+                    },
+                    s.value.filter(|v| v.is_finite()),
+                ),
+                None => (None, None),
+            };
+            out.push(NcuRuleResult {
+                rule: rule.clone(),
+                section: section.clone(),
+                kind,
+                message: render_markup(&String::from_utf8_lossy(&msg.text)),
+                speedup_type,
+                speedup_pct,
+            });
+        }
+    }
+    out
+}
+
+/// Renders ncu's inline rule-message markup the way the CLI does:
+/// `@section:Id:Label@` -> `Label`, `@url:Label:https://...@` -> `Label (https://...)`.
+/// Anything else is kept as written.
+pub fn render_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let rendered = tail.find('@').and_then(|close| {
+            let inner = &tail[..close];
+            let r = if let Some(s) = inner.strip_prefix("section:") {
+                s.split_once(':').map(|(_, label)| label.to_string())
+            } else if let Some(u) = inner.strip_prefix("url:") {
+                u.split_once(':').map(|(label, url)| format!("{label} ({url})"))
+            } else {
+                None
+            };
+            r.map(|r| (r, close))
+        });
+        match rendered {
+            Some((r, close)) => {
+                out.push_str(&r);
+                rest = &tail[close + 1..];
+            }
+            None => {
+                out.push('@');
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proto::*;
+    use super::*;
+    use prost::bytes::Bytes;
+    use std::path::PathBuf;
+
+    fn frame(out: &mut Vec<u8>, msg: &[u8]) {
+        out.extend_from_slice(&(msg.len() as u32).to_le_bytes());
+        out.extend_from_slice(msg);
+    }
+
+    fn pc_value(pc: u64, v: u64) -> MetricInstance {
+        MetricInstance {
+            key: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(pc)) }),
+            value: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(v)) }),
+        }
+    }
+
+    fn metric(id: u32, kind: MetricValueKind) -> ProfileMetricResult {
+        ProfileMetricResult { name_id: id, value: Some(ProfileMetricValue { kind: Some(kind) }) }
+    }
+
+    fn sample_result(kernel: &str, duration: f64) -> ProfileResult {
+        ProfileResult {
+            kernel_mangled_name: format!("_Z{}{kernel}Pf", kernel.len()).into_bytes(),
+            kernel_function_name: kernel.as_bytes().to_vec(),
+            kernel_demangled_name: format!("{kernel}(float *)").into_bytes(),
+            grid_size: Some(Uint64x3 { x: 64, y: 2, z: 1 }),
+            block_size: Some(Uint64x3 { x: 256, y: 1, z: 1 }),
+            metric_results: [
+                metric(0, MetricValueKind::Double(duration)),
+                metric(1, MetricValueKind::Uint64(8)),
+                metric(2, MetricValueKind::Uint32(6)),
+                metric(3, MetricValueKind::String(b"NVIDIA Test GPU".to_vec())),
+                metric(4, MetricValueKind::Float(33.33)),
+                ProfileMetricResult { name_id: 5, value: None },
+                metric(99, MetricValueKind::Uint64(1)),
+            ]
+            .iter()
+            .map(|m| Bytes::from(m.encode_to_vec()))
+            .chain([
+                // inst_executed: total 3 plus per-PC instances.
+                Bytes::from(
+                    [
+                        metric(6, MetricValueKind::Uint64(3)).encode_to_vec(),
+                        ProfileMetricInstances {
+                            name_id: 0,
+                            instances: vec![pc_value(0x7000_0010, 1), pc_value(0x7000_0000, 2)],
+                        }
+                        .encode_to_vec(),
+                    ]
+                    .concat(),
+                ),
+                Bytes::from_static(b"\x0a\xff"), // truncated record: skipped, noted
+            ])
+            .collect(),
+            sections: [ProfilerSection {
+                identifier: b"SpeedOfLight".to_vec(),
+                display_name: b"GPU Speed Of Light Throughput".to_vec(),
+                header: Some(ProfilerSectionHeader {
+                    metrics: vec![ProfilerSectionMetric {
+                        name: b"gpu__time_duration.sum".to_vec(),
+                        label: b"Duration".to_vec(),
+                    }],
+                }),
+                source_metrics: vec![SourceMetricList {
+                    metrics: vec![ProfilerSectionMetric {
+                        name: b"inst_executed".to_vec(),
+                        label: b"Instructions Executed".to_vec(),
+                    }],
+                }],
+            }]
+            .iter()
+            .map(|m| Bytes::from(m.encode_to_vec()))
+            .collect(),
+            rule_results: [RuleResult {
+                identifier: b"LaunchConfiguration".to_vec(),
+                display_name: b"Launch Configuration".to_vec(),
+                section_identifier: b"LaunchStats".to_vec(),
+                body: Some(RuleResultBody {
+                    items: vec![RuleResultBodyItem {
+                        message: Some(RuleResultMessage {
+                            text: b"Grid is small. See @section:LaunchStats:Launch Statistics@ and @url:Guide:https://x.y/z#a@."
+                                .to_vec(),
+                            kind: 4,
+                            title: b"Small Grid".to_vec(),
+                        }),
+                        speedup: Some(RuleResultSpeedup { kind: 2, value: Some(96.5) }),
+                    }],
+                }),
+            }]
+            .iter()
+            .map(|m| Bytes::from(m.encode_to_vec()))
+            .collect(),
+            context_id: Some(1),
+            stream_id: Some(7),
+        }
+    }
+
+    /// A two-block report: the first block carries the string table, the second reuses it.
+    fn sample_report() -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        frame(&mut out, &FileHeader { version: 7 }.encode_to_vec());
+        let names = [
+            "gpu__time_duration.sum",
+            "device__attribute_compute_capability_major",
+            "device__attribute_compute_capability_minor",
+            "device__attribute_display_name",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            "launch__no_value",
+            "inst_executed",
+        ];
+        let process = ProcessInfo {
+            process_id: Some(4242),
+            host_name: b"127.0.0.1".to_vec(),
+            executable: b"/usr/bin/app".to_vec(),
+        };
+        for (i, (kernel, dur)) in [("first", 1952.0), ("second", 12.5)].into_iter().enumerate() {
+            let mut payload = Vec::new();
+            frame(&mut payload, b"\x08\x01\x22\x03ELF"); // a source record, skipped
+            frame(&mut payload, &sample_result(kernel, dur).encode_to_vec());
+            payload.extend_from_slice(b"range-result-bytes");
+            let header = BlockHeader {
+                num_sources: 1,
+                num_results: 1,
+                string_table: (i == 0)
+                    .then(|| StringTable { strings: names.iter().map(|s| s.as_bytes().to_vec()).collect() }),
+                payload_size: payload.len() as u64,
+                process: Some(process.clone()),
+            };
+            frame(&mut out, &header.encode_to_vec());
+            out.extend_from_slice(&payload);
+        }
+        out
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Profile> {
+        read(&PathBuf::from("t.ncu-rep"), bytes)
+    }
+
+    fn offset_of(e: &ProfileError) -> u64 {
+        match e {
+            ProfileError::Report { offset, .. } => *offset,
+            other => panic!("expected a Report error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_synthetic_report() {
+        let p = parse(&sample_report()).unwrap();
+        assert_eq!(p.kind, SourceKind::NcuRep);
+        assert_eq!(p.launches.len(), 2);
+        let l = &p.launches[0];
+        assert_eq!(l.id, 0);
+        assert_eq!(p.launches[1].id, 1);
+        assert_eq!(l.name, "first(float *)");
+        assert_eq!(l.mangled_name.as_deref(), Some("_Z5firstPf"));
+        assert_eq!(l.grid_size, Some([64, 2, 1]));
+        assert_eq!(l.block_size, Some([256, 1, 1]));
+        assert_eq!(l.compute_capability.as_deref(), Some("8.6"));
+        assert_eq!(l.device_name.as_deref(), Some("NVIDIA Test GPU"));
+        assert_eq!(l.process_id, Some(4242));
+        assert_eq!(l.process_name.as_deref(), Some("app"));
+        assert_eq!((l.context_id, l.stream_id), (Some(1), Some(7)));
+        let d = &l.metrics["gpu__time_duration.sum"];
+        assert_eq!(d.as_f64(), Some(1952.0));
+        assert_eq!(d.unit, Unit::Nanoseconds);
+        assert_eq!(d.label.as_deref(), Some("Duration"));
+        assert_eq!(d.section.as_deref(), Some("GPU Speed Of Light Throughput"));
+        assert_eq!(d.origin, "block 0, result 0");
+        let pct = &l.metrics["sm__throughput.avg.pct_of_peak_sustained_elapsed"];
+        assert_eq!(pct.as_f64(), Some(33.33));
+        assert_eq!(pct.unit, Unit::Percent);
+        assert_eq!(pct.raw_value, "33.33");
+        assert!(!l.metrics.contains_key("launch__no_value"));
+        // Second block: string table reused.
+        let d2 = &p.launches[1].metrics["gpu__time_duration.sum"];
+        assert_eq!(d2.as_f64(), Some(12.5));
+        assert_eq!(d2.origin, "block 1, result 0");
+        assert_eq!(l.ncu_rules.len(), 1);
+        let r = &l.ncu_rules[0];
+        assert_eq!(r.rule, "LaunchConfiguration");
+        assert_eq!(r.section.as_deref(), Some("LaunchStats"));
+        assert_eq!(r.kind, NcuRuleType::Opt);
+        assert_eq!(r.message, "Grid is small. See Launch Statistics and Guide (https://x.y/z#a).");
+        assert_eq!(r.speedup_type.as_deref(), Some("global"));
+        assert_eq!(r.speedup_pct, Some(96.5));
+        assert!(p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.contains("did not decode")), "{:?}", p.notes);
+        assert_eq!(l.metrics["inst_executed"].as_f64(), Some(3.0));
+        let src = l.source.as_ref().expect("source view");
+        assert_eq!(src.view, "sass");
+        assert_eq!(src.columns, ["Instructions Executed"]);
+        assert_eq!(src.rows.len(), 2);
+        assert_eq!(src.rows[0].address.as_deref(), Some("0x70000000"));
+        assert_eq!(src.rows[0].values, [Some(2.0)]);
+        assert_eq!(src.rows[1].address.as_deref(), Some("0x70000010"));
+        assert_eq!(src.rows[1].values, [Some(1.0)]);
+    }
+
+    #[test]
+    fn every_truncation_is_a_report_error_with_an_offset() {
+        let full = sample_report();
+        for len in 0..full.len() {
+            match parse(&full[..len]) {
+                Err(e @ ProfileError::Report { .. }) => {
+                    let off = offset_of(&e);
+                    assert!(off <= len as u64, "offset {off} beyond input of {len} bytes: {e}");
+                    assert!(e.to_string().contains(&format!("at byte {off}")), "{e}");
+                }
+                // A cut exactly between blocks leaves a shorter but valid report.
+                Ok(p) => assert_eq!(p.launches.len(), 1, "prefix of {len} bytes"),
+                Err(ProfileError::Empty { .. }) => {}
+                Err(e) => panic!("prefix of {len} bytes: unexpected error kind {e:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_magic_and_lengths_name_the_offset() {
+        let e = parse(b"NVX\0....").unwrap_err();
+        assert_eq!(offset_of(&e), 0);
+
+        let e = parse(b"NVR\0\x02\x00").unwrap_err();
+        assert_eq!(offset_of(&e), 4);
+        assert!(e.to_string().contains("4-byte length of the file header"), "{e}");
+
+        let mut huge = b"NVR\0".to_vec();
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        let e = parse(&huge).unwrap_err();
+        assert_eq!(offset_of(&e), 8);
+        assert!(e.to_string().contains("needs 4294967295 bytes but only 0 remain"), "{e}");
+
+        // A block header claiming a payload larger than the file.
+        let mut r = b"NVR\0".to_vec();
+        frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
+        let at = r.len();
+        frame(&mut r, &BlockHeader { num_results: 3, payload_size: 1 << 40, ..Default::default() }.encode_to_vec());
+        let e = parse(&r).unwrap_err();
+        assert!(offset_of(&e) > at as u64);
+        assert!(e.to_string().contains("block 0 payload"), "{e}");
+
+        // More results announced than the payload holds.
+        let mut r = b"NVR\0".to_vec();
+        frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
+        frame(&mut r, &BlockHeader { num_results: u32::MAX, payload_size: 6, ..Default::default() }.encode_to_vec());
+        let payload_at = r.len();
+        frame(&mut r, &[0x08, 0x01]);
+        let e = parse(&r).unwrap_err();
+        assert_eq!(offset_of(&e), payload_at as u64 + 6);
+        assert!(e.to_string().contains("profile result 1 of 4294967295"), "{e}");
+
+        // Garbage protobuf inside a result.
+        let mut r = b"NVR\0".to_vec();
+        frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
+        frame(&mut r, &BlockHeader { num_results: 1, payload_size: 7, ..Default::default() }.encode_to_vec());
+        let payload_at = r.len();
+        frame(&mut r, &[0xff, 0xff, 0xff]);
+        let e = parse(&r).unwrap_err();
+        assert_eq!(offset_of(&e), payload_at as u64 + 4);
+        assert!(e.to_string().contains("not valid protobuf"), "{e}");
+    }
+
+    #[test]
+    fn empty_report_is_an_error() {
+        let mut r = b"NVR\0".to_vec();
+        frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
+        frame(&mut r, &BlockHeader::default().encode_to_vec());
+        assert!(matches!(parse(&r), Err(ProfileError::Empty { .. })));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let valid = sample_report();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..3000 {
+            let mut b = valid.clone();
+            let flips = 1 + (next() % 8) as usize;
+            for _ in 0..flips {
+                let i = (next() as usize) % b.len();
+                b[i] = next() as u8;
+            }
+            if round % 3 == 0 {
+                let cut = (next() as usize) % b.len();
+                b.truncate(cut.max(4));
+            }
+            b[..4].copy_from_slice(MAGIC);
+            let _ = parse(&b);
+        }
+        for len in [4usize, 5, 8, 64, 1000] {
+            let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            b[..4].copy_from_slice(MAGIC);
+            let _ = parse(&b);
+        }
+    }
+
+    #[test]
+    fn markup_rendering() {
+        assert_eq!(render_markup("a @section:X:Y Z@ b"), "a Y Z b");
+        assert_eq!(render_markup("@url:G:https://a.b/c@"), "G (https://a.b/c)");
+        assert_eq!(render_markup("50 @ 3 GHz @ home"), "50 @ 3 GHz @ home");
+        assert_eq!(render_markup("trailing @"), "trailing @");
+    }
+}

@@ -1,0 +1,141 @@
+//! Source-level counters from a report: the per-instruction values behind ncu's source page.
+//!
+//! A report keeps them as *instance values* of ordinary metric results (`inst_executed`,
+//! `thread_inst_executed`, `smsp__pcsamp_warps_issue_stalled_*`...), keyed by the SASS address
+//! (PC) of each instruction that has data. Newer reports also list, in the `SourceCounters`
+//! section, which metrics the source view shows and under which column label; older ones do not,
+//! and a built-in list with ncu's labels is used instead.
+//!
+//! The SASS text itself is not in the report (ncu disassembles the embedded cubin on demand), so
+//! rows carry the address and counter values only, with empty text. Instructions without any
+//! recorded instance (never executed, never sampled) have no row.
+
+use super::proto::{self, MetricValueKind};
+use crate::profile::{SourceRow, SourceView};
+use prost::bytes::Bytes;
+use prost::Message;
+use std::collections::{BTreeMap, BTreeSet};
+
+const STALL_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
+const ALL_SAMPLES: (&str, &str) = ("group:smsp__pcsamp_warp_stall_reasons", "Warp Stall Sampling (All Samples)");
+const NOT_ISSUED: (&str, &str) =
+    ("group:smsp__pcsamp_warp_stall_reasons_not_issued", "Warp Stall Sampling (Not-issued Samples)");
+
+/// Per-instruction metrics and their source-page labels, for reports that do not list them.
+const KNOWN: &[(&str, &str)] = &[
+    ("smsp__pcsamp_sample_count", "# Samples"),
+    ("inst_executed", "Instructions Executed"),
+    ("thread_inst_executed", "Thread Instructions Executed"),
+    ("thread_inst_executed_true", "Predicated-On Thread Instructions Executed"),
+    ("derived__avg_thread_executed", "Avg. Threads Executed"),
+    ("derived__avg_thread_executed_true", "Avg. Predicated-On Threads Executed"),
+    ("derived__avg_thread_unexecuted_true", "Avg. Predicated-On Threads Unexecuted"),
+    ("smsp__branch_targets_threads_divergent", "Divergent Branches"),
+];
+
+/// Whether `name` may hold per-instruction values worth decoding.
+pub(super) fn is_source_metric(name: &str, listed: &[(&[u8], &[u8])]) -> bool {
+    name.starts_with(STALL_PREFIX)
+        || listed.iter().any(|(n, _)| *n == name.as_bytes())
+        || KNOWN.iter().any(|(n, _)| *n == name)
+}
+
+/// The instance values of an encoded metric result, keyed by PC; `None` when it has none or its
+/// instance keys are not addresses.
+pub(super) fn instances_by_pc(raw: &Bytes) -> Option<BTreeMap<u64, f64>> {
+    let m = proto::ProfileMetricInstances::decode(raw.clone()).ok()?;
+    let mut out = BTreeMap::new();
+    for i in m.instances {
+        let pc = match i.key?.kind? {
+            MetricValueKind::Uint64(k) => k,
+            MetricValueKind::Uint32(k) => k as u64,
+            _ => return None,
+        };
+        let v = match i.value.and_then(|v| v.kind) {
+            Some(MetricValueKind::Double(v)) => v,
+            Some(MetricValueKind::Float(v)) => v.to_string().parse().unwrap_or(v as f64),
+            Some(MetricValueKind::Uint32(v)) => v as f64,
+            Some(MetricValueKind::Uint64(v)) => v as f64,
+            Some(MetricValueKind::String(_)) | None => continue,
+        };
+        out.insert(pc, v);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Sum, per PC, of the warp-stall sampling metrics a `group:` column stands for.
+fn group(name: &str, per_pc: &[(String, BTreeMap<u64, f64>)]) -> Option<BTreeMap<u64, f64>> {
+    let not_issued = match name {
+        n if n == ALL_SAMPLES.0 => false,
+        n if n == NOT_ISSUED.0 => true,
+        _ => return None,
+    };
+    let mut sum: BTreeMap<u64, f64> = BTreeMap::new();
+    for (n, values) in per_pc {
+        if n.starts_with(STALL_PREFIX) && n.ends_with("_not_issued") == not_issued {
+            for (pc, v) in values {
+                *sum.entry(*pc).or_default() += v;
+            }
+        }
+    }
+    (!sum.is_empty()).then_some(sum)
+}
+
+/// Builds the SASS view from the per-PC values of one launch.
+pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64, f64>)>) -> Option<SourceView> {
+    if per_pc.is_empty() {
+        return None;
+    }
+    let wanted: Vec<(String, String)> = if listed.is_empty() {
+        [ALL_SAMPLES, NOT_ISSUED]
+            .iter()
+            .chain(KNOWN)
+            .map(|(n, l)| (n.to_string(), l.to_string()))
+            .collect()
+    } else {
+        listed
+            .iter()
+            .map(|(n, l)| {
+                let n = String::from_utf8_lossy(n).into_owned();
+                let l = if l.is_empty() { n.clone() } else { String::from_utf8_lossy(l).into_owned() };
+                (n, l)
+            })
+            .collect()
+    };
+    let mut columns: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
+    for (name, label) in wanted {
+        let values = if name.starts_with("group:") {
+            group(&name, &per_pc)
+        } else {
+            per_pc.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())
+        };
+        if let Some(v) = values {
+            columns.push((label, v));
+        }
+    }
+    // Individual stall reasons (ncu shows them only as the group sums above): kept under their
+    // raw names when any instruction has a sample for them.
+    let mut reasons: Vec<&(String, BTreeMap<u64, f64>)> =
+        per_pc.iter().filter(|(n, v)| n.starts_with(STALL_PREFIX) && v.values().any(|x| *x != 0.0)).collect();
+    reasons.sort_by(|a, b| a.0.cmp(&b.0));
+    for (n, v) in reasons {
+        if !columns.iter().any(|(l, _)| l == n) {
+            columns.push((n.clone(), v.clone()));
+        }
+    }
+    if columns.is_empty() {
+        return None;
+    }
+    let pcs: BTreeSet<u64> = columns.iter().flat_map(|(_, v)| v.keys().copied()).collect();
+    let rows = pcs
+        .into_iter()
+        .map(|pc| SourceRow {
+            file: None,
+            line: None,
+            address: Some(format!("{pc:#x}")),
+            text: String::new(),
+            values: columns.iter().map(|(_, v)| v.get(&pc).copied()).collect(),
+        })
+        .collect();
+    Some(SourceView { view: "sass".into(), columns: columns.into_iter().map(|(l, _)| l).collect(), rows })
+}

@@ -1,0 +1,44 @@
+//! A corrupt, truncated or missing model file gives a clear error (what, where, how to install).
+
+use keet::llm::{Engine, EngineOptions};
+use std::io::Write;
+
+fn load_err(model: &str) -> String {
+    let opts = EngineOptions { model: Some(model.to_string()), device: Some("cpu".into()), threads: Some(1) };
+    match Engine::load(&opts) {
+        Ok(_) => panic!("loading {model} should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn garbage_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.gguf");
+    std::fs::File::create(&p).unwrap().write_all(b"this is not a gguf file at all, just text\n").unwrap();
+    let e = load_err(p.to_str().unwrap());
+    assert!(e.contains("corrupt or incomplete") && e.contains("bad.gguf") && e.contains("keet model install"), "{e}");
+}
+
+#[test]
+fn truncated_model_is_a_clear_error() {
+    if std::env::var("KEET_SKIP_MODEL_TESTS").map(|v| v == "1").unwrap_or(false) {
+        return;
+    }
+    let src = keet::llm::resolve::resolve_model(None)
+        .unwrap_or_else(|e| panic!("this test needs the default model: {e} (KEET_SKIP_MODEL_TESTS=1 skips it)"));
+    let bytes = std::fs::read(src.location.path()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, len) in [("cut-header.gguf", 4096), ("cut-tensors.gguf", bytes.len() / 2), ("cut-end.gguf", bytes.len() - 1)] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, &bytes[..len]).unwrap();
+        let e = load_err(p.to_str().unwrap());
+        assert!(e.contains("corrupt or incomplete") && e.contains(name) && e.contains("keet model install"), "{name}: {e}");
+    }
+}
+
+#[test]
+fn missing_model_says_where_keet_looked() {
+    let e = load_err("/nonexistent/model.gguf");
+    assert!(e.contains("/nonexistent/model.gguf") && e.contains("keet model install"), "{e}");
+}
