@@ -18,7 +18,9 @@
 #   --list            print "program kernel" for the selection and exit
 # Environment: NVCC=/path/to/nvcc, NCU=/path/to/ncu (else searched: CUDA_HOME, PATH, /usr/local/cuda*,
 # /opt/nvidia/nsight-compute*, the PyPI-wheel toolkit of /work/shared/cuda/toolkit.sh),
-# NCU_TIMEOUT=seconds per ncu run (default 300), NVCC_FLAGS=extra nvcc flags.
+# NCU_TIMEOUT=seconds per ncu run (default 300), NVCC_FLAGS=extra nvcc flags,
+# NCU_EXTRA_METRICS=a,b,c (collected on top of --set full, e.g. when a label needs a metric the set
+# lacks; an unknown name makes ncu fail, so check it with `ncu --query-metrics` first).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,7 +44,7 @@ while (($#)); do
         --build-dir=*) build_dir=${1#--build-dir=} ;;
         --force) force=1 ;;
         --list) list=1 ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "profile-h100.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) selection+=("$1") ;;
     esac
@@ -155,6 +157,7 @@ for pair in "${pairs[@]}"; do
     # --source-folders: the binaries may have been built elsewhere (other absolute source paths).
     cmd=("$NCU" --config-file off --set full --import-source yes --source-folders "$src_dir" --clock-control base
          --kernel-name-base function --kernel-name "regex:^${kern}\$" --launch-count 1
+         ${NCU_EXTRA_METRICS:+--metrics "$NCU_EXTRA_METRICS"}
          --force-overwrite --export "$rep" "$bin" "$kern")
     log "profile $kern"
     if ! timeout "$timeout_s" "${cmd[@]}" >"$out/$kern.log" 2>&1 || [[ ! -s $rep ]]; then

@@ -4,9 +4,12 @@
 //! findings ([`llm`]) → [`validate`] → report ([`render`]), with [`cache`] keeping analyses.
 
 pub mod analysis;
+pub mod cache;
 pub mod cli;
+pub mod explain;
 pub mod facts;
 pub mod llm;
 pub mod profile;
 pub mod render;
 pub mod rules;
+pub mod validate;

@@ -4,6 +4,9 @@
 use minijinja::{Environment, Value};
 use serde::Serialize;
 
+pub mod explain;
+pub mod roofline;
+
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -28,6 +31,9 @@ pub enum RenderError {
 const TEMPLATES: &[(&str, &str)] = &[
     ("inspect.txt", include_str!("render/templates/inspect.txt.jinja")),
     ("inspect.md", include_str!("render/templates/inspect.md.jinja")),
+    ("explain.txt", include_str!("render/templates/explain.txt.jinja")),
+    ("explain.md", include_str!("render/templates/explain.md.jinja")),
+    ("explain.html", include_str!("render/templates/explain.html.jinja")),
 ];
 
 /// The template environment with keet's filters: `num` (numbers as reports show them), `dur`

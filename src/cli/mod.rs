@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod bench_ingest;
+pub mod explain;
 pub mod generate;
+pub mod history;
 pub mod inspect;
 pub mod model;
 
@@ -18,6 +20,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Explain why the kernels that take the time are slow and what to change (validated findings).
+    Explain(explain::ExplainArgs),
     /// Print the facts and rule findings for every kernel launch.
     Inspect(inspect::InspectArgs),
     /// Run the local model on a prompt (optionally constrained by a JSON Schema).
@@ -28,6 +32,10 @@ pub enum Command {
     /// Benchmarks that print numbers.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// List past analyses.
+    History(history::HistoryArgs),
+    /// Print one past analysis again.
+    Show(history::ShowArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -41,10 +49,13 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
+        Command::Explain(a) => explain::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Generate(a) => generate::run(a),
         Command::Model(c) => model::run(c),
         Command::Bench(c) => bench::run(c),
+        Command::History(a) => history::run_history(a),
+        Command::Show(a) => history::run_show(a),
     };
     match result {
         Ok(code) => code,

@@ -38,6 +38,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     let mut index: HashMap<u64, usize> = HashMap::new();
     // (launch index, "section/body/label") -> rows seen so far, for labels repeated in a table.
     let mut seen: HashMap<(usize, String), usize> = HashMap::new();
+    // (launch index, unmapped key) -> rows seen so far.
+    let mut repeats: HashMap<(usize, String), usize> = HashMap::new();
     let mut units = UnitCache::new();
     let mut any_detail_section = false;
     let mut empty_rows: Vec<u64> = Vec::new();
@@ -116,13 +118,12 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
                 } else {
                     format!("{section_display}/{body}/{label}")
                 };
-                let mut key = base.clone();
-                let mut n = 1;
-                while launch.metrics.contains_key(&key) {
-                    n += 1;
-                    key = format!("{base} #{n}");
-                }
-                launch.metrics.insert(key, m);
+                // Repeats of an unmapped label: " #2", " #3"... (counted, not searched, so a
+                // file with many repeats stays linear).
+                let n = repeats.entry((li, base.clone())).or_insert(0);
+                *n += 1;
+                let key = if *n == 1 { base } else { format!("{base} #{n}") };
+                launch.metrics.entry(key).or_insert(m);
             }
         }
     }

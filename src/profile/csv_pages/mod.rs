@@ -327,7 +327,7 @@ impl<'a> Input<'a> {
                 self.skipped.other.push(ln);
                 continue;
             }
-            rows.push((ln, std::mem::take(&mut fields)));
+            rows.push((ln, std::mem::replace(&mut fields, Vec::with_capacity(header.fields.len()))));
         }
         Ok(rows)
     }

@@ -235,6 +235,15 @@ fn raw_page_units_row() {
 }
 
 #[test]
+fn raw_page_repeated_id_is_merged() {
+    let text = format!("{RAW}\"1\",\"9\",\"a\",\"h\",\"k2\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"9\",\"5\",\"\",\"\"\n");
+    let p = read_str(&text).unwrap();
+    assert_eq!(p.launches.len(), 2);
+    assert_eq!(num(&p, 1, "gpu__time_duration.sum"), 3296.0);
+    assert!(p.notes.iter().any(|n| n.contains("line(s) 5")), "{:?}", p.notes);
+}
+
+#[test]
 fn raw_page_comma_decimal_and_bad_rows() {
     let text = RAW.replace("2.464000", "2,464").replace("3.296000", "3,296").replace("31.93", "31,93").replace("1,024", "1.024");
     let p = read_str(&text).unwrap();

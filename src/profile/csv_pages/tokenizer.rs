@@ -61,7 +61,7 @@ impl<'a> Tokenizer<'a> {
 
     /// Skips the current physical line (and its terminator).
     pub fn skip_line(&mut self) {
-        let rest = self.text[self.pos..].as_bytes();
+        let rest = &self.text.as_bytes()[self.pos..];
         match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             Some(i) => {
                 self.pos += i;
@@ -117,13 +117,16 @@ impl<'a> Tokenizer<'a> {
                 let mut i = start;
                 let mut escaped = false;
                 loop {
-                    // Find the next quote, counting newlines on the way.
-                    let rest = &b[i..];
-                    let Some(q) = rest.iter().position(|&c| c == b'"') else {
+                    // Find the next quote, counting newlines on the way (one pass).
+                    let Some(q) = find_quote_or_newline(&b[i..]) else {
                         return Err(Unterminated { line: start_line });
                     };
-                    self.line += rest[..q].iter().filter(|&&c| c == b'\n').count() as u64;
                     let at = i + q;
+                    if b[at] == b'\n' {
+                        self.line += 1;
+                        i = at + 1;
+                        continue;
+                    }
                     let next = b.get(at + 1).copied();
                     match next {
                         Some(b'"') => {
@@ -164,6 +167,27 @@ impl<'a> Tokenizer<'a> {
             }
         }
     }
+}
+
+/// Position of the first `"` or `\n` in `hay`, eight bytes at a time (SWAR).
+#[inline]
+fn find_quote_or_newline(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const QUOTE: u64 = LO * b'"' as u64;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let w = u64::from_le_bytes(hay[i..i + 8].try_into().unwrap());
+        let (q, n) = (w ^ QUOTE, w ^ NL);
+        // A byte of q or n is zero where w has the byte we look for.
+        let found = (q.wrapping_sub(LO) & !q | n.wrapping_sub(LO) & !n) & HI;
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&c| c == b'"' || c == b'\n').map(|p| i + p)
 }
 
 fn field(raw: &str, escaped: bool) -> Cow<'_, str> {
@@ -240,6 +264,23 @@ mod tests {
     fn trailing_delimiter_at_eof() {
         let r = all("a,b,");
         assert_eq!(r[0].1, vec!["a", "b", ""]);
+    }
+
+    #[test]
+    fn swar_search() {
+        for len in 0..40 {
+            for at in 0..len {
+                for c in [b'"', b'\n'] {
+                    let mut v = vec![b'a'; len];
+                    v[at] = c;
+                    if at + 1 < len {
+                        v[at + 1] = b'"';
+                    }
+                    assert_eq!(find_quote_or_newline(&v), Some(at), "{len} {at}");
+                }
+            }
+            assert_eq!(find_quote_or_newline(&vec![0xffu8; len]), None);
+        }
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub mod proto;
 mod source;
 
 use super::{
-    Launch, Metric, MetricValue, NcuRuleResult, NcuRuleType, Profile, ProfileError, Result, SourceKind, Unit,
+    Launch, Metric, MetricValue, NcuRuleResult, NcuRuleType, Profile, ProfileError, Result,
+    SourceKind, Unit,
 };
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -70,7 +71,11 @@ struct State {
 
 impl<'a> Parser<'a> {
     fn err(&self, offset: usize, message: impl Into<String>) -> ProfileError {
-        ProfileError::Report { path: self.path.to_owned(), offset: offset as u64, message: message.into() }
+        ProfileError::Report {
+            path: self.path.to_owned(),
+            offset: offset as u64,
+            message: message.into(),
+        }
     }
 
     /// Reads the u32 length at `off`, which must lie before `end`.
@@ -79,7 +84,10 @@ impl<'a> Parser<'a> {
         if avail < 4 {
             return Err(self.err(
                 off,
-                format!("truncated: expected the 4-byte length of {}, found {avail} byte(s)", what()),
+                format!(
+                    "truncated: expected the 4-byte length of {}, found {avail} byte(s)",
+                    what()
+                ),
             ));
         }
         let b = &self.bytes[off..off + 4];
@@ -87,23 +95,45 @@ impl<'a> Parser<'a> {
     }
 
     /// The `len` bytes at `off`, which must end by `end`.
-    fn slice(&self, off: usize, len: u64, end: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+    fn slice(
+        &self,
+        off: usize,
+        len: u64,
+        end: usize,
+        what: &dyn Fn() -> String,
+    ) -> Result<&'a [u8]> {
         let avail = end.saturating_sub(off);
         if len > avail as u64 {
-            return Err(self.err(off, format!("{} needs {len} bytes but only {avail} remain", what())));
+            return Err(self.err(
+                off,
+                format!("{} needs {len} bytes but only {avail} remain", what()),
+            ));
         }
         Ok(&self.bytes[off..off + len as usize])
     }
 
-    fn decode<M: Message + Default, B: prost::bytes::Buf>(&self, off: usize, data: B, what: &dyn Fn() -> String) -> Result<M> {
+    fn decode<M: Message + Default, B: prost::bytes::Buf>(
+        &self,
+        off: usize,
+        data: B,
+        what: &dyn Fn() -> String,
+    ) -> Result<M> {
         let len = data.remaining();
-        M::decode(data).map_err(|e| self.err(off, format!("{} ({len} bytes) is not valid protobuf: {e}", what())))
+        M::decode(data).map_err(|e| {
+            self.err(
+                off,
+                format!("{} ({len} bytes) is not valid protobuf: {e}", what()),
+            )
+        })
     }
 
     fn run(&self) -> Result<Profile> {
         let total = self.bytes.len();
         if !self.bytes.starts_with(MAGIC) {
-            return Err(self.err(0, "not an ncu-rep report: expected the magic bytes \"NVR\\0\""));
+            return Err(self.err(
+                0,
+                "not an ncu-rep report: expected the magic bytes \"NVR\\0\"",
+            ));
         }
         let mut off = MAGIC.len();
         let n = self.length(off, total, &|| "the file header".into())?;
@@ -119,32 +149,60 @@ impl<'a> Parser<'a> {
             block += 1;
         }
 
-        let mut notes = vec![format!("ncu-rep format version {}, {block} block(s)", header.version)];
+        let mut notes = vec![format!(
+            "ncu-rep format version {}, {block} block(s)",
+            header.version
+        )];
         if st.sources > 0 {
-            notes.push(format!("skipped {} embedded source/binary record(s)", st.sources));
+            notes.push(format!(
+                "skipped {} embedded source/binary record(s)",
+                st.sources
+            ));
         }
         if st.skipped_payload_bytes > 0 {
-            notes.push(format!("skipped {} payload byte(s) of other records (range results...)", st.skipped_payload_bytes));
+            notes.push(format!(
+                "skipped {} payload byte(s) of other records (range results...)",
+                st.skipped_payload_bytes
+            ));
         }
         if st.unknown_name_ids > 0 {
-            notes.push(format!("skipped {} metric value(s) whose name index is outside the string table", st.unknown_name_ids));
+            notes.push(format!(
+                "skipped {} metric value(s) whose name index is outside the string table",
+                st.unknown_name_ids
+            ));
         }
         if st.valueless_metrics > 0 {
-            notes.push(format!("skipped {} metric(s) stored without a value", st.valueless_metrics));
+            notes.push(format!(
+                "skipped {} metric(s) stored without a value",
+                st.valueless_metrics
+            ));
         }
         if st.bad_records > 0 {
-            notes.push(format!("skipped {} metric/section/rule record(s) that did not decode", st.bad_records));
+            notes.push(format!(
+                "skipped {} metric/section/rule record(s) that did not decode",
+                st.bad_records
+            ));
         }
         if st.duplicate_metrics > 0 {
-            notes.push(format!("kept the first of {} duplicated metric name(s)", st.duplicate_metrics));
+            notes.push(format!(
+                "kept the first of {} duplicated metric name(s)",
+                st.duplicate_metrics
+            ));
         }
         if st.launches.is_empty() {
             return Err(ProfileError::Empty {
                 path: self.path.to_owned(),
-                message: format!("the report has {block} block(s) but no profile result (kernel launch)"),
+                message: format!(
+                    "the report has {block} block(s) but no profile result (kernel launch)"
+                ),
             });
         }
-        Ok(Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes })
+        Ok(Profile {
+            path: self.path.to_owned(),
+            kind: SourceKind::NcuRep,
+            launches: st.launches,
+            notes,
+        })
     }
 
     /// Parses the block at `off` and returns the offset just past it.
@@ -184,7 +242,8 @@ impl<'a> Parser<'a> {
             let n = self.length(p, end, &what)?;
             let data = self.slice(p + 4, n as u64, end, &what)?;
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
-            let result: proto::ProfileResult = self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
+            let result: proto::ProfileResult =
+                self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
             let origin = format!("block {block}, result {i}");
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
@@ -230,7 +289,11 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
     let sections: Vec<proto::ProfilerSection> = r
         .sections
         .iter()
-        .filter_map(|b| proto::ProfilerSection::decode(b.clone()).map_err(|_| st.bad_records += 1).ok())
+        .filter_map(|b| {
+            proto::ProfilerSection::decode(b.clone())
+                .map_err(|_| st.bad_records += 1)
+                .ok()
+        })
         .collect();
     // Display label and section for the metrics named in section headers (first one wins).
     let mut labels: HashMap<&[u8], (&[u8], &[u8])> = HashMap::new();
@@ -240,7 +303,9 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
         if let Some(h) = &s.header {
             for m in &h.metrics {
                 if !m.name.is_empty() {
-                    labels.entry(m.name.as_slice()).or_insert((m.label.as_slice(), s.display_name.as_slice()));
+                    labels
+                        .entry(m.name.as_slice())
+                        .or_insert((m.label.as_slice(), s.display_name.as_slice()));
                 }
             }
         }
@@ -250,7 +315,13 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             }
         }
     }
-    let text = |b: &[u8]| if b.is_empty() { None } else { Some(String::from_utf8_lossy(b).into_owned()) };
+    let text = |b: &[u8]| {
+        if b.is_empty() {
+            None
+        } else {
+            Some(String::from_utf8_lossy(b).into_owned())
+        }
+    };
 
     // Collected then bulk-built: far cheaper than ~500 individual BTreeMap inserts per launch.
     let mut list: Vec<(String, Metric)> = Vec::with_capacity(r.metric_results.len());
@@ -282,22 +353,48 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             Some((l, s)) => (text(l), text(s)),
             None => (None, None),
         };
-        let metric = Metric { value, unit, raw_value, raw_unit: String::new(), label, section, origin: origin.clone() };
+        let metric = Metric {
+            value,
+            unit,
+            raw_value,
+            raw_unit: String::new(),
+            label,
+            section,
+            origin: origin.clone(),
+        };
         list.push((name.clone(), metric));
     }
-    // Stable sort + dedup keeps the first value stored under a name.
-    list.sort_by(|a, b| a.0.cmp(&b.0));
-    let before = list.len();
-    list.dedup_by(|later, first| later.0 == first.0);
-    st.duplicate_metrics += before - list.len();
-    let metrics: BTreeMap<String, Metric> = list.into_iter().collect();
-    let source = source::view(&source_columns, per_pc);
+    // Sort an index rather than the (large) entries; a stable sort + skipping repeats keeps the
+    // first value stored under a name. The map is then bulk-built from sorted input.
+    let mut order: Vec<u32> = (0..list.len() as u32).collect();
+    order.sort_by(|&a, &b| list[a as usize].0.cmp(&list[b as usize].0));
+    let mut slots: Vec<Option<(String, Metric)>> = list.into_iter().map(Some).collect();
+    let mut sorted: Vec<(String, Metric)> = Vec::with_capacity(slots.len());
+    for i in order {
+        if let Some(entry) = slots[i as usize].take() {
+            if sorted.last().is_some_and(|(last, _)| *last == entry.0) {
+                st.duplicate_metrics += 1;
+            } else {
+                sorted.push(entry);
+            }
+        }
+    }
+    let metrics: BTreeMap<String, Metric> = sorted.into_iter().collect();
+    let source = source::view(&source_columns, per_pc, &metrics);
 
     let num = |k: &str| metrics.get(k).and_then(Metric::as_f64);
-    let int = |k: &str| num(k).filter(|v| *v >= 0.0 && v.fract() == 0.0).map(|v| v as u64);
+    let int = |k: &str| {
+        num(k)
+            .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+            .map(|v| v as u64)
+    };
     let dims = |d: Option<proto::Uint64x3>, prefix: &str| {
         d.map(|d| [d.x, d.y, d.z]).or_else(|| {
-            Some([int(&format!("{prefix}_x"))?, int(&format!("{prefix}_y"))?, int(&format!("{prefix}_z"))?])
+            Some([
+                int(&format!("{prefix}_x"))?,
+                int(&format!("{prefix}_y"))?,
+                int(&format!("{prefix}_z"))?,
+            ])
         })
     };
     let grid_size = dims(r.grid_size, "launch__grid_dim");
@@ -309,7 +406,10 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
         (Some(a), Some(b)) => Some(format!("{a}.{b}")),
         _ => None,
     };
-    let device_name = match metrics.get("device__attribute_display_name").map(|m| &m.value) {
+    let device_name = match metrics
+        .get("device__attribute_display_name")
+        .map(|m| &m.value)
+    {
         Some(MetricValue::Text(s)) if !s.is_empty() => Some(s.clone()),
         _ => None,
     };
@@ -411,7 +511,8 @@ pub fn render_markup(text: &str) -> String {
             let r = if let Some(s) = inner.strip_prefix("section:") {
                 s.split_once(':').map(|(_, label)| label.to_string())
             } else if let Some(u) = inner.strip_prefix("url:") {
-                u.split_once(':').map(|(label, url)| format!("{label} ({url})"))
+                u.split_once(':')
+                    .map(|(label, url)| format!("{label} ({url})"))
             } else {
                 None
             };
@@ -446,13 +547,20 @@ mod tests {
 
     fn pc_value(pc: u64, v: u64) -> MetricInstance {
         MetricInstance {
-            key: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(pc)) }),
-            value: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(v)) }),
+            key: Some(ProfileMetricValue {
+                kind: Some(MetricValueKind::Uint64(pc)),
+            }),
+            value: Some(ProfileMetricValue {
+                kind: Some(MetricValueKind::Uint64(v)),
+            }),
         }
     }
 
     fn metric(id: u32, kind: MetricValueKind) -> ProfileMetricResult {
-        ProfileMetricResult { name_id: id, value: Some(ProfileMetricValue { kind: Some(kind) }) }
+        ProfileMetricResult {
+            name_id: id,
+            value: Some(ProfileMetricValue { kind: Some(kind) }),
+        }
     }
 
     fn sample_result(kernel: &str, duration: f64) -> ProfileResult {
@@ -550,7 +658,10 @@ mod tests {
             host_name: b"127.0.0.1".to_vec(),
             executable: b"/usr/bin/app".to_vec(),
         };
-        for (i, (kernel, dur)) in [("first", 1952.0), ("second", 12.5)].into_iter().enumerate() {
+        for (i, (kernel, dur)) in [("first", 1952.0), ("second", 12.5)]
+            .into_iter()
+            .enumerate()
+        {
             let mut payload = Vec::new();
             frame(&mut payload, b"\x08\x01\x22\x03ELF"); // a source record, skipped
             frame(&mut payload, &sample_result(kernel, dur).encode_to_vec());
@@ -558,8 +669,9 @@ mod tests {
             let header = BlockHeader {
                 num_sources: 1,
                 num_results: 1,
-                string_table: (i == 0)
-                    .then(|| StringTable { strings: names.iter().map(|s| s.as_bytes().to_vec()).collect() }),
+                string_table: (i == 0).then(|| StringTable {
+                    strings: names.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                }),
                 payload_size: payload.len() as u64,
                 process: Some(process.clone()),
             };
@@ -617,11 +729,24 @@ mod tests {
         assert_eq!(r.rule, "LaunchConfiguration");
         assert_eq!(r.section.as_deref(), Some("LaunchStats"));
         assert_eq!(r.kind, NcuRuleType::Opt);
-        assert_eq!(r.message, "Grid is small. See Launch Statistics and Guide (https://x.y/z#a).");
+        assert_eq!(
+            r.message,
+            "Grid is small. See Launch Statistics and Guide (https://x.y/z#a)."
+        );
         assert_eq!(r.speedup_type.as_deref(), Some("global"));
         assert_eq!(r.speedup_pct, Some(96.5));
-        assert!(p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
-        assert!(p.notes.iter().any(|n| n.contains("did not decode")), "{:?}", p.notes);
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("outside the string table")),
+            "{:?}",
+            p.notes
+        );
+        assert!(
+            p.notes.iter().any(|n| n.contains("did not decode")),
+            "{:?}",
+            p.notes
+        );
         assert_eq!(l.metrics["inst_executed"].as_f64(), Some(3.0));
         let src = l.source.as_ref().expect("source view");
         assert_eq!(src.view, "sass");
@@ -640,7 +765,10 @@ mod tests {
             match parse(&full[..len]) {
                 Err(e @ ProfileError::Report { .. }) => {
                     let off = offset_of(&e);
-                    assert!(off <= len as u64, "offset {off} beyond input of {len} bytes: {e}");
+                    assert!(
+                        off <= len as u64,
+                        "offset {off} beyond input of {len} bytes: {e}"
+                    );
                     assert!(e.to_string().contains(&format!("at byte {off}")), "{e}");
                 }
                 // A cut exactly between blocks leaves a shorter but valid report.
@@ -658,19 +786,34 @@ mod tests {
 
         let e = parse(b"NVR\0\x02\x00").unwrap_err();
         assert_eq!(offset_of(&e), 4);
-        assert!(e.to_string().contains("4-byte length of the file header"), "{e}");
+        assert!(
+            e.to_string().contains("4-byte length of the file header"),
+            "{e}"
+        );
 
         let mut huge = b"NVR\0".to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         let e = parse(&huge).unwrap_err();
         assert_eq!(offset_of(&e), 8);
-        assert!(e.to_string().contains("needs 4294967295 bytes but only 0 remain"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("needs 4294967295 bytes but only 0 remain"),
+            "{e}"
+        );
 
         // A block header claiming a payload larger than the file.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
         let at = r.len();
-        frame(&mut r, &BlockHeader { num_results: 3, payload_size: 1 << 40, ..Default::default() }.encode_to_vec());
+        frame(
+            &mut r,
+            &BlockHeader {
+                num_results: 3,
+                payload_size: 1 << 40,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
         let e = parse(&r).unwrap_err();
         assert!(offset_of(&e) > at as u64);
         assert!(e.to_string().contains("block 0 payload"), "{e}");
@@ -678,17 +821,36 @@ mod tests {
         // More results announced than the payload holds.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
-        frame(&mut r, &BlockHeader { num_results: u32::MAX, payload_size: 6, ..Default::default() }.encode_to_vec());
+        frame(
+            &mut r,
+            &BlockHeader {
+                num_results: u32::MAX,
+                payload_size: 6,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
         let payload_at = r.len();
         frame(&mut r, &[0x08, 0x01]);
         let e = parse(&r).unwrap_err();
         assert_eq!(offset_of(&e), payload_at as u64 + 6);
-        assert!(e.to_string().contains("profile result 1 of 4294967295"), "{e}");
+        assert!(
+            e.to_string().contains("profile result 1 of 4294967295"),
+            "{e}"
+        );
 
         // Garbage protobuf inside a result.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
-        frame(&mut r, &BlockHeader { num_results: 1, payload_size: 7, ..Default::default() }.encode_to_vec());
+        frame(
+            &mut r,
+            &BlockHeader {
+                num_results: 1,
+                payload_size: 7,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
         let payload_at = r.len();
         frame(&mut r, &[0xff, 0xff, 0xff]);
         let e = parse(&r).unwrap_err();

@@ -8,33 +8,63 @@
 //!
 //! The SASS text itself is not in the report (ncu disassembles the embedded cubin on demand), so
 //! rows carry the address and counter values only, with empty text. Instructions without any
-//! recorded instance (never executed, never sampled) have no row.
+//! recorded instance (never executed, never sampled) have no row; within a row, a counter with no
+//! instance for that address is 0, as on ncu's source page.
 
 use super::proto::{self, MetricValueKind};
-use crate::profile::{SourceRow, SourceView};
+use crate::profile::{Metric, MetricValue, SourceRow, SourceView};
 use prost::bytes::Bytes;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 
 const STALL_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
-const ALL_SAMPLES: (&str, &str) = ("group:smsp__pcsamp_warp_stall_reasons", "Warp Stall Sampling (All Samples)");
-const NOT_ISSUED: (&str, &str) =
-    ("group:smsp__pcsamp_warp_stall_reasons_not_issued", "Warp Stall Sampling (Not-issued Samples)");
+const ALL_SAMPLES: (&str, &str) = (
+    "group:smsp__pcsamp_warp_stall_reasons",
+    "Warp Stall Sampling (All Samples)",
+);
+const NOT_ISSUED: (&str, &str) = (
+    "group:smsp__pcsamp_warp_stall_reasons_not_issued",
+    "Warp Stall Sampling (Not-issued Samples)",
+);
 
 /// Per-instruction metrics and their source-page labels, for reports that do not list them.
 const KNOWN: &[(&str, &str)] = &[
     ("smsp__pcsamp_sample_count", "# Samples"),
     ("inst_executed", "Instructions Executed"),
     ("thread_inst_executed", "Thread Instructions Executed"),
-    ("thread_inst_executed_true", "Predicated-On Thread Instructions Executed"),
+    (
+        "thread_inst_executed_true",
+        "Predicated-On Thread Instructions Executed",
+    ),
     ("derived__avg_thread_executed", "Avg. Threads Executed"),
-    ("derived__avg_thread_executed_true", "Avg. Predicated-On Threads Executed"),
-    ("derived__avg_thread_unexecuted_true", "Avg. Predicated-On Threads Unexecuted"),
-    ("smsp__branch_targets_threads_divergent", "Divergent Branches"),
+    (
+        "derived__avg_thread_executed_true",
+        "Avg. Predicated-On Threads Executed",
+    ),
+    (
+        "derived__avg_thread_unexecuted_true",
+        "Avg. Predicated-On Threads Unexecuted",
+    ),
+    (
+        "smsp__branch_targets_threads_divergent",
+        "Divergent Branches",
+    ),
+];
+
+/// Per-instruction attributes rather than counters: enum codes ncu shows as words ("Global",
+/// "Store") or an access size that is "-" on non-memory instructions. Left out.
+const NOT_COUNTERS: &[&str] = &[
+    "memory_type",
+    "memory_access_type",
+    "memory_access_size_type",
+    "smsp__sass_inst_executed_memdesc_explicit_evict_type",
 ];
 
 /// Whether `name` may hold per-instruction values worth decoding.
 pub(super) fn is_source_metric(name: &str, listed: &[(&[u8], &[u8])]) -> bool {
+    if NOT_COUNTERS.contains(&name) {
+        return false;
+    }
     name.starts_with(STALL_PREFIX)
         || listed.iter().any(|(n, _)| *n == name.as_bytes())
         || KNOWN.iter().any(|(n, _)| *n == name)
@@ -63,16 +93,32 @@ pub(super) fn instances_by_pc(raw: &Bytes) -> Option<BTreeMap<u64, f64>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// Sum, per PC, of the warp-stall sampling metrics a `group:` column stands for.
-fn group(name: &str, per_pc: &[(String, BTreeMap<u64, f64>)]) -> Option<BTreeMap<u64, f64>> {
-    let not_issued = match name {
-        n if n == ALL_SAMPLES.0 => false,
-        n if n == NOT_ISSUED.0 => true,
-        _ => return None,
+/// Sum, per PC, of the metrics a `group:` column stands for. The report stores the members as
+/// the group metric's text value ("a,b,c"); without it, the two warp-stall sampling groups are
+/// known by name.
+fn group(
+    name: &str,
+    per_pc: &[(String, BTreeMap<u64, f64>)],
+    metrics: &BTreeMap<String, Metric>,
+) -> Option<BTreeMap<u64, f64>> {
+    let members: Vec<&str> = match metrics.get(name).map(|m| &m.value) {
+        Some(MetricValue::Text(list)) => list.split(',').map(str::trim).collect(),
+        _ => Vec::new(),
+    };
+    let is_member = |n: &str| -> bool {
+        if !members.is_empty() {
+            return members.contains(&n);
+        }
+        let not_issued = match name {
+            x if x == ALL_SAMPLES.0 => false,
+            x if x == NOT_ISSUED.0 => true,
+            _ => return false,
+        };
+        n.starts_with(STALL_PREFIX) && n.ends_with("_not_issued") == not_issued
     };
     let mut sum: BTreeMap<u64, f64> = BTreeMap::new();
     for (n, values) in per_pc {
-        if n.starts_with(STALL_PREFIX) && n.ends_with("_not_issued") == not_issued {
+        if is_member(n) {
             for (pc, v) in values {
                 *sum.entry(*pc).or_default() += v;
             }
@@ -82,7 +128,11 @@ fn group(name: &str, per_pc: &[(String, BTreeMap<u64, f64>)]) -> Option<BTreeMap
 }
 
 /// Builds the SASS view from the per-PC values of one launch.
-pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64, f64>)>) -> Option<SourceView> {
+pub(super) fn view(
+    listed: &[(&[u8], &[u8])],
+    per_pc: Vec<(String, BTreeMap<u64, f64>)>,
+    metrics: &BTreeMap<String, Metric>,
+) -> Option<SourceView> {
     if per_pc.is_empty() {
         return None;
     }
@@ -97,7 +147,11 @@ pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64,
             .iter()
             .map(|(n, l)| {
                 let n = String::from_utf8_lossy(n).into_owned();
-                let l = if l.is_empty() { n.clone() } else { String::from_utf8_lossy(l).into_owned() };
+                let l = if l.is_empty() {
+                    n.clone()
+                } else {
+                    String::from_utf8_lossy(l).into_owned()
+                };
                 (n, l)
             })
             .collect()
@@ -105,18 +159,25 @@ pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64,
     let mut columns: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
     for (name, label) in wanted {
         let values = if name.starts_with("group:") {
-            group(&name, &per_pc)
+            group(&name, &per_pc, metrics)
         } else {
-            per_pc.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())
+            per_pc
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
         };
         if let Some(v) = values {
             columns.push((label, v));
         }
     }
-    // Individual stall reasons (ncu shows them only as the group sums above): kept under their
-    // raw names when any instruction has a sample for them.
-    let mut reasons: Vec<&(String, BTreeMap<u64, f64>)> =
-        per_pc.iter().filter(|(n, v)| n.starts_with(STALL_PREFIX) && v.values().any(|x| *x != 0.0)).collect();
+    // Reports that do not list their source metrics: individual stall reasons are kept under
+    // their raw names when any instruction has a sample for them.
+    let mut reasons: Vec<&(String, BTreeMap<u64, f64>)> = per_pc
+        .iter()
+        .filter(|(n, v)| {
+            listed.is_empty() && n.starts_with(STALL_PREFIX) && v.values().any(|x| *x != 0.0)
+        })
+        .collect();
     reasons.sort_by(|a, b| a.0.cmp(&b.0));
     for (n, v) in reasons {
         if !columns.iter().any(|(l, _)| l == n) {
@@ -126,7 +187,10 @@ pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64,
     if columns.is_empty() {
         return None;
     }
-    let pcs: BTreeSet<u64> = columns.iter().flat_map(|(_, v)| v.keys().copied()).collect();
+    let pcs: BTreeSet<u64> = columns
+        .iter()
+        .flat_map(|(_, v)| v.keys().copied())
+        .collect();
     let rows = pcs
         .into_iter()
         .map(|pc| SourceRow {
@@ -134,8 +198,16 @@ pub(super) fn view(listed: &[(&[u8], &[u8])], per_pc: Vec<(String, BTreeMap<u64,
             line: None,
             address: Some(format!("{pc:#x}")),
             text: String::new(),
-            values: columns.iter().map(|(_, v)| v.get(&pc).copied()).collect(),
+            // ncu stores no instance where a counter is zero; its source page shows 0 there.
+            values: columns
+                .iter()
+                .map(|(_, v)| Some(v.get(&pc).copied().unwrap_or(0.0)))
+                .collect(),
         })
         .collect();
-    Some(SourceView { view: "sass".into(), columns: columns.into_iter().map(|(l, _)| l).collect(), rows })
+    Some(SourceView {
+        view: "sass".into(),
+        columns: columns.into_iter().map(|(l, _)| l).collect(),
+        rows,
+    })
 }

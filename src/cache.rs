@@ -1,0 +1,651 @@
+//! The analysis cache: one SQLite file (WAL mode) in keet's cache directory that keeps every
+//! kernel analysis under a key covering everything the answer depends on (the launch's facts, the
+//! model file's hash, the prompt templates, the decoding settings and keet's version), so a repeat
+//! run answers without loading the model.
+//!
+//! Guarantees:
+//! * every write is one `BEGIN IMMEDIATE` transaction: a killed process leaves either the whole
+//!   entry or nothing (SQLite's journal rolls an interrupted transaction back on the next open);
+//! * several processes may share one file: readers never block (WAL), writers queue on the lock
+//!   (`busy_timeout` of [`BUSY_TIMEOUT`], then a few retries), nothing is lost;
+//! * a file that is not a keet cache, or one written by a newer keet (schema `user_version`
+//!   above [`SCHEMA_VERSION`]), gives a [`CacheError`] naming the path, never a panic.
+//!
+//! Replacing an entry (`--refresh`) deletes the old row and inserts a new one, so the refreshed
+//! analysis gets a new id and sorts as the newest in [`Cache::history`].
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Schema version kept in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+/// `PRAGMA application_id` of keet caches ("keet" in ASCII).
+pub const APPLICATION_ID: i64 = 0x6B65_6574;
+/// How long one statement waits for another process's write lock before failing with BUSY.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Extra attempts after a BUSY/LOCKED failure (each after the full busy timeout or a short backoff).
+const BUSY_RETRIES: u32 = 4;
+/// Environment variable overriding the cache path.
+pub const CACHE_ENV: &str = "KEET_CACHE";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache {}: cannot open: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cache {}: cannot create its directory: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cache {}: not a keet cache ({detail}); delete it or pass another --cache path", path.display())]
+    NotACache { path: PathBuf, detail: String },
+    #[error("cache {}: written by a newer keet (schema version {found}, this keet reads up to {supported}); upgrade keet or pass another --cache path", path.display())]
+    NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("cache {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// The cache file keet uses: `$KEET_CACHE` if set (and not empty), else
+/// `<cache dir>/keet/analyses.sqlite3` (`~/.cache/keet/...` on Linux).
+pub fn default_cache_path() -> PathBuf {
+    match std::env::var_os(CACHE_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("keet").join("analyses.sqlite3"),
+    }
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode(Sha256::digest(bytes.as_ref()))
+}
+
+/// Everything a cached analysis depends on. Each part must be canonical (same input → same
+/// bytes): callers serialise with sorted keys / fixed field order.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyParts<'a> {
+    /// Canonical JSON of the launch's facts and identity (kernel name, launch shape, device).
+    pub facts_json: &'a str,
+    /// SHA-256 of the model file; `"none"` for rule-only analyses.
+    pub model_sha256: &'a str,
+    /// SHA-256 over the prompt templates used.
+    pub prompt_templates_sha256: &'a str,
+    /// Canonical JSON of the decoding settings (sampler, seed, max tokens, ...).
+    pub decoding_json: &'a str,
+    /// keet's version (`env!("CARGO_PKG_VERSION")`).
+    pub keet_version: &'a str,
+}
+
+/// A cache key: lower-case hex SHA-256 over the length-prefixed [`KeyParts`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CacheKey(String);
+
+impl CacheKey {
+    /// Hashes the parts, each as name, byte length (u64 little-endian) and bytes, after a domain
+    /// tag, so no two different part lists hash the same byte stream.
+    pub fn new(parts: &KeyParts) -> CacheKey {
+        let mut h = Sha256::new();
+        h.update(b"keet.cache.key/1\0");
+        for (name, value) in [
+            ("facts", parts.facts_json),
+            ("model_sha256", parts.model_sha256),
+            ("prompt_templates_sha256", parts.prompt_templates_sha256),
+            ("decoding", parts.decoding_json),
+            ("keet_version", parts.keet_version),
+        ] {
+            for field in [name.as_bytes(), value.as_bytes()] {
+                h.update((field.len() as u64).to_le_bytes());
+                h.update(field);
+            }
+        }
+        CacheKey(hex::encode(h.finalize()))
+    }
+
+    /// A key from its stored hex form (as shown by `keet history --format json`).
+    pub fn from_hex(s: impl Into<String>) -> CacheKey {
+        CacheKey(s.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What `keet history` lists about an analysis.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EntryMeta {
+    /// The profile file the launch came from.
+    pub file: String,
+    /// Kernel name (demangled).
+    pub kernel: String,
+    /// Model name, or `"none"` for rule-only analyses.
+    pub model: String,
+    /// One-line verdict.
+    pub verdict: String,
+}
+
+/// One row of [`Cache::history`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRow {
+    pub id: i64,
+    /// UTC, ISO-8601 (`2026-11-22T17:52:14Z`).
+    pub created_utc: String,
+    pub key: CacheKey,
+    pub keet_version: String,
+    #[serde(flatten)]
+    pub meta: EntryMeta,
+}
+
+/// A stored analysis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: i64,
+    pub key: CacheKey,
+    /// UTC, ISO-8601 (`2026-11-22T17:52:14Z`).
+    pub created_utc: String,
+    pub keet_version: String,
+    pub meta: EntryMeta,
+    /// The validated findings (a [`crate::explain::report::CachedFindings`] as JSON).
+    pub findings_json: String,
+    /// A full single-kernel [`crate::explain::report::ExplainReport`] as JSON (what `keet show` prints).
+    pub report_json: String,
+}
+
+const SCHEMA_V1: &str = "
+CREATE TABLE analyses (
+    id INTEGER PRIMARY KEY,
+    key TEXT UNIQUE NOT NULL,
+    created_utc TEXT NOT NULL,
+    file TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    model TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    keet_version TEXT NOT NULL,
+    findings_json TEXT NOT NULL,
+    report_json TEXT NOT NULL
+);
+CREATE INDEX analyses_created ON analyses(created_utc);
+";
+
+const ENTRY_COLUMNS: &str = "id, key, created_utc, keet_version, file, kernel, model, verdict, findings_json, report_json";
+
+/// An open cache file. Cheap to share between threads (`Sync`; statements are serialised on an
+/// internal mutex) and between processes (SQLite locking).
+pub struct Cache {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+fn is_not_a_db(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt))
+}
+
+/// Runs `f`, retrying a few times with a growing backoff while SQLite reports BUSY/LOCKED.
+fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut attempt = 0u32;
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && attempt < BUSY_RETRIES => {
+                attempt += 1;
+                // Jitter from the clock so processes that collided do not collide again in step.
+                let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() % 50).unwrap_or(0);
+                std::thread::sleep(Duration::from_millis(50 * u64::from(attempt) + u64::from(jitter)));
+            }
+            r => return r,
+        }
+    }
+}
+
+impl Cache {
+    /// Opens (creating if needed, with its parent directories) the cache at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Cache, CacheError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| CacheError::CreateDir { path: path.clone(), source })?;
+        }
+        let conn = Connection::open(&path).map_err(|source| CacheError::Open { path: path.clone(), source })?;
+        let cache = Cache { path, conn: Mutex::new(conn) };
+        cache.init()?;
+        Ok(cache)
+    }
+
+    /// Opens the cache at `path` only if the file exists (for read-only commands such as
+    /// `keet history`, which should not create an empty cache).
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Option<Cache>, CacheError> {
+        if path.as_ref().exists() {
+            Cache::open(path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The file this cache lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection usable (SQLite rolls back the
+        // unfinished transaction when the Transaction guard drops), so ignore poisoning.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sql_err(&self, source: rusqlite::Error) -> CacheError {
+        if is_not_a_db(&source) {
+            CacheError::NotACache { path: self.path.clone(), detail: source.to_string() }
+        } else {
+            CacheError::Sqlite { path: self.path.clone(), source }
+        }
+    }
+
+    /// Connection settings, WAL mode and the schema (created or checked in one transaction).
+    fn init(&self) -> Result<(), CacheError> {
+        let mut conn = self.conn();
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.sql_err(e))?;
+        // journal_mode=WAL is persistent in the file; switch only when needed (the switch takes an
+        // exclusive lock, which several first-time openers may contend for).
+        let mode: String = with_busy_retry(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))).map_err(|e| self.sql_err(e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            let mode: String =
+                with_busy_retry(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))).map_err(|e| self.sql_err(e))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                // Some file systems cannot do WAL; the rollback journal still keeps writes atomic.
+                eprintln!("warning: cache {}: journal mode {mode} (WAL unavailable)", self.path.display());
+            }
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| self.sql_err(e))?;
+        let path = self.path.clone();
+        with_busy_retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            let app_id: i64 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+            if version == 0 {
+                let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+                if tables > 0 || app_id != 0 {
+                    return Ok(Err(CacheError::NotACache {
+                        path: path.clone(),
+                        detail: format!("an SQLite database with {tables} other schema objects"),
+                    }));
+                }
+                tx.execute_batch(SCHEMA_V1)?;
+                tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            } else if app_id != APPLICATION_ID {
+                return Ok(Err(CacheError::NotACache {
+                    path: path.clone(),
+                    detail: format!("SQLite application id {app_id:#x}, schema version {version}"),
+                }));
+            } else if version > SCHEMA_VERSION {
+                return Ok(Err(CacheError::NewerSchema { path: path.clone(), found: version, supported: SCHEMA_VERSION }));
+            }
+            // (Older schema versions would be migrated here, inside this transaction.)
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .map_err(|e| self.sql_err(e))?
+    }
+
+    /// The stored analysis for `key`, if any.
+    pub fn get(&self, key: &CacheKey) -> Result<Option<Entry>, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| {
+            conn.query_row(&format!("SELECT {ENTRY_COLUMNS} FROM analyses WHERE key = ?1"), [key.as_str()], row_to_entry).optional()
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+
+    /// Stores an analysis under `key`, replacing any entry with that key (`--refresh`), in one
+    /// transaction. Returns the new entry's id.
+    pub fn put(&self, key: &CacheKey, meta: &EntryMeta, findings_json: &str, report_json: &str) -> Result<i64, CacheError> {
+        let mut conn = self.conn();
+        with_busy_retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute("DELETE FROM analyses WHERE key = ?1", [key.as_str()])?;
+            let id: i64 = tx.query_row(
+                "INSERT INTO analyses (key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json)
+                 VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+                params![
+                    key.as_str(),
+                    meta.file,
+                    meta.kernel,
+                    meta.model,
+                    meta.verdict,
+                    env!("CARGO_PKG_VERSION"),
+                    findings_json,
+                    report_json
+                ],
+                |r| r.get(0),
+            )?;
+            tx.commit()?;
+            Ok(id)
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+
+    /// Past analyses, newest first, at most `limit` (all when `None`). `filter` keeps rows whose
+    /// file, kernel, model or verdict contains it (case-insensitive for ASCII).
+    pub fn history(&self, limit: Option<usize>, filter: Option<&str>) -> Result<Vec<HistoryRow>, CacheError> {
+        let conn = self.conn();
+        let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX)).unwrap_or(-1);
+        let filter = filter.filter(|f| !f.is_empty());
+        with_busy_retry(|| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, created_utc, key, keet_version, file, kernel, model, verdict FROM analyses
+                 WHERE ?1 IS NULL
+                    OR instr(lower(file), lower(?1)) > 0 OR instr(lower(kernel), lower(?1)) > 0
+                    OR instr(lower(model), lower(?1)) > 0 OR instr(lower(verdict), lower(?1)) > 0
+                 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![filter, limit], |r| {
+                Ok(HistoryRow {
+                    id: r.get(0)?,
+                    created_utc: r.get(1)?,
+                    key: CacheKey(r.get(2)?),
+                    keet_version: r.get(3)?,
+                    meta: EntryMeta { file: r.get(4)?, kernel: r.get(5)?, model: r.get(6)?, verdict: r.get(7)? },
+                })
+            })?;
+            rows.collect()
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+
+    /// The analysis with this id, if any.
+    pub fn show(&self, id: i64) -> Result<Option<Entry>, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| conn.query_row(&format!("SELECT {ENTRY_COLUMNS} FROM analyses WHERE id = ?1"), [id], row_to_entry).optional())
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// Number of stored analyses.
+    pub fn len(&self) -> Result<usize, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| conn.query_row("SELECT count(*) FROM analyses", [], |r| r.get::<_, i64>(0)))
+            .map(|n| n as usize)
+            .map_err(|e| self.sql_err(e))
+    }
+
+    pub fn is_empty(&self) -> Result<bool, CacheError> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// SQLite's `PRAGMA integrity_check` result (`"ok"` when the file is sound).
+    pub fn integrity_check(&self) -> Result<String, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| {
+            let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+            let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(lines.join("\n"))
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+}
+
+fn row_to_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    Ok(Entry {
+        id: r.get(0)?,
+        key: CacheKey(r.get(1)?),
+        created_utc: r.get(2)?,
+        keet_version: r.get(3)?,
+        meta: EntryMeta { file: r.get(4)?, kernel: r.get(5)?, model: r.get(6)?, verdict: r.get(7)? },
+        findings_json: r.get(8)?,
+        report_json: r.get(9)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> KeyParts<'static> {
+        KeyParts {
+            facts_json: r#"{"kernel":"k","grid":[1,1,1]}"#,
+            model_sha256: "abc",
+            prompt_templates_sha256: "def",
+            decoding_json: r#"{"seed":0}"#,
+            keet_version: "0.1.0",
+        }
+    }
+
+    fn meta(kernel: &str) -> EntryMeta {
+        EntryMeta { file: "a.ncu-rep".into(), kernel: kernel.into(), model: "qwen".into(), verdict: "memory-bound".into() }
+    }
+
+    #[test]
+    fn sha256_of_empty() {
+        assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn key_is_stable_and_changes_with_every_part() {
+        let base = CacheKey::new(&parts());
+        assert_eq!(base, CacheKey::new(&parts()));
+        assert_eq!(base.as_str().len(), 64);
+        let variants = [
+            KeyParts { facts_json: r#"{"kernel":"k","grid":[2,1,1]}"#, ..parts() },
+            KeyParts { model_sha256: "none", ..parts() },
+            KeyParts { prompt_templates_sha256: "deg", ..parts() },
+            KeyParts { decoding_json: r#"{"seed":1}"#, ..parts() },
+            KeyParts { keet_version: "0.1.1", ..parts() },
+        ];
+        let mut seen = std::collections::HashSet::new();
+        seen.insert(base.clone());
+        for v in &variants {
+            assert!(seen.insert(CacheKey::new(v)), "{v:?} collided");
+        }
+    }
+
+    #[test]
+    fn key_fields_are_not_ambiguous() {
+        // Moving bytes from one field to the next must change the key.
+        let a = KeyParts { model_sha256: "ab", prompt_templates_sha256: "c", ..parts() };
+        let b = KeyParts { model_sha256: "a", prompt_templates_sha256: "bc", ..parts() };
+        assert_ne!(CacheKey::new(&a), CacheKey::new(&b));
+    }
+
+    #[test]
+    fn round_trip_and_refresh_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/dir/analyses.sqlite3");
+        let cache = Cache::open(&path).unwrap();
+        assert!(cache.is_empty().unwrap());
+        let key = CacheKey::new(&parts());
+        assert!(cache.get(&key).unwrap().is_none());
+        let id = cache.put(&key, &meta("k"), r#"{"findings":[]}"#, r#"{"schema":"keet.explain/1"}"#).unwrap();
+        let e = cache.get(&key).unwrap().unwrap();
+        assert_eq!(e.id, id);
+        assert_eq!(e.key, key);
+        assert_eq!(e.meta, meta("k"));
+        assert_eq!(e.findings_json, r#"{"findings":[]}"#);
+        assert_eq!(e.report_json, r#"{"schema":"keet.explain/1"}"#);
+        assert_eq!(e.keet_version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(e.created_utc.len(), "2026-11-22T17:52:14Z".len());
+        assert!(e.created_utc.ends_with('Z') && e.created_utc.as_bytes()[10] == b'T', "{}", e.created_utc);
+        assert_eq!(cache.show(id).unwrap().unwrap(), e);
+        drop(cache);
+
+        // Reopen: still there; a refresh replaces it (one entry, new content, new id).
+        let cache = Cache::open(&path).unwrap();
+        assert_eq!(cache.get(&key).unwrap().unwrap(), e);
+        let id2 = cache.put(&key, &meta("k2"), "{}", "{}").unwrap();
+        assert_ne!(id2, id);
+        assert_eq!(cache.len().unwrap(), 1);
+        assert!(cache.show(id).unwrap().is_none());
+        let e2 = cache.get(&key).unwrap().unwrap();
+        assert_eq!((e2.id, e2.meta.kernel.as_str(), e2.report_json.as_str()), (id2, "k2", "{}"));
+        assert_eq!(cache.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn history_is_newest_first_limited_and_filtered() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path().join("c.sqlite3")).unwrap();
+        let mut ids = vec![];
+        for i in 0..5 {
+            let facts = format!("{{\"i\":{i}}}");
+            let key = CacheKey::new(&KeyParts { facts_json: &facts, ..parts() });
+            let kernel = if i % 2 == 0 { format!("gemm_{i}") } else { format!("Reduce_{i}") };
+            ids.push(cache.put(&key, &meta(&kernel), "{}", "{}").unwrap());
+        }
+        let all = cache.history(None, None).unwrap();
+        assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), ids.iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(all[0].meta.kernel, "gemm_4");
+        let two = cache.history(Some(2), None).unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0].id, ids[4]);
+        let reduce = cache.history(None, Some("reduce")).unwrap();
+        assert_eq!(reduce.iter().map(|r| r.meta.kernel.as_str()).collect::<Vec<_>>(), ["Reduce_3", "Reduce_1"]);
+        assert!(cache.history(None, Some("no such thing")).unwrap().is_empty());
+        assert_eq!(cache.history(None, Some("")).unwrap().len(), 5);
+        // Filters match file, model and verdict too; LIKE wildcards are literal.
+        assert_eq!(cache.history(None, Some("MEMORY-bound")).unwrap().len(), 5);
+        assert!(cache.history(None, Some("%")).unwrap().is_empty());
+        // Refreshing an old entry makes it the newest.
+        let key0 = CacheKey::new(&KeyParts { facts_json: "{\"i\":0}", ..parts() });
+        let new_id = cache.put(&key0, &meta("gemm_0"), "{}", "{}").unwrap();
+        let all = cache.history(None, None).unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!((all[0].id, all[0].meta.kernel.as_str()), (new_id, "gemm_0"));
+    }
+
+    #[test]
+    fn garbage_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junk.sqlite3");
+        std::fs::write(&path, b"this is not an SQLite database, just some text that is long enough ".repeat(100)).unwrap();
+        let err = Cache::open(&path).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, CacheError::NotACache { .. }), "{err:?}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("not a keet cache"), "{msg}");
+    }
+
+    #[test]
+    fn truncated_database_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        {
+            let cache = Cache::open(&path).unwrap();
+            for i in 0..50 {
+                let facts = format!("{i}");
+                let key = CacheKey::new(&KeyParts { facts_json: &facts, ..parts() });
+                cache.put(&key, &meta("k"), &"x".repeat(5000), "{}").unwrap();
+            }
+        }
+        // Keep the header, lose the rest: SQLite notices when it reads the pages.
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(dir.path().join("c.sqlite3-wal"));
+        let _ = std::fs::remove_file(dir.path().join("c.sqlite3-shm"));
+        let mut broken = bytes[..100].to_vec();
+        broken.extend(std::iter::repeat_n(0xA5u8, bytes.len().saturating_sub(100).max(8192)));
+        std::fs::write(&path, broken).unwrap();
+        match Cache::open(&path) {
+            Err(e) => assert!(e.to_string().contains(&path.display().to_string()), "{e}"),
+            Ok(c) => {
+                // Opened (the header looked fine): reading must then fail with an error, not panic.
+                let r = c.history(None, None).map(|_| ()).and_then(|_| c.integrity_check().map(|_| ()));
+                if let Err(e) = r {
+                    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn foreign_sqlite_database_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
+        }
+        let err = Cache::open(&path).unwrap_err();
+        assert!(matches!(err, CacheError::NotACache { .. }), "{err:?}");
+        // And it was left untouched.
+        let c = Connection::open(&path).unwrap();
+        let n: i64 = c.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'analyses'", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn newer_schema_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        drop(Cache::open(&path).unwrap());
+        {
+            let c = Connection::open(&path).unwrap();
+            c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        }
+        let err = Cache::open(&path).unwrap_err();
+        assert!(matches!(err, CacheError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1), "{err:?}");
+        assert!(err.to_string().contains("newer keet"), "{err}");
+    }
+
+    #[test]
+    fn directory_path_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Cache::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains(&dir.path().display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn open_existing_does_not_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.sqlite3");
+        assert!(Cache::open_existing(&path).unwrap().is_none());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn cache_is_shareable_between_threads() {
+        fn assert_sync<T: Send + Sync>() {}
+        assert_sync::<Cache>();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path().join("c.sqlite3")).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let cache = &cache;
+                s.spawn(move || {
+                    for i in 0..25 {
+                        let facts = format!("{t}/{i}");
+                        let key = CacheKey::new(&KeyParts { facts_json: &facts, ..parts() });
+                        cache.put(&key, &meta(&facts), "{}", "{}").unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(cache.len().unwrap(), 100);
+    }
+}

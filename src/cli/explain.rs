@@ -1,0 +1,94 @@
+//! `keet explain`: validated explanations of the kernels that take the time.
+
+use crate::explain::{self, ExplainOptions};
+use crate::llm::engine::EngineOptions;
+use crate::render::{self, Format};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format: text (default), md, json (schema keet.explain/1) or html (one self-contained page).
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<Format>,
+    /// Write the report to this file (atomically) instead of standard output.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the installed default).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// cpu (default), cuda or cuda:N.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// CPU threads for the model (default: see README, KEET_THREADS).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Explain at most this many kernels.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Explain the kernels that make up this percentage of the profiled time.
+    #[arg(long, default_value_t = 95.0)]
+    pub coverage: f64,
+    /// At most this many model findings per kernel.
+    #[arg(long, default_value_t = 2)]
+    pub max_findings: usize,
+    /// The rule layer's report alone: no model is loaded.
+    #[arg(long)]
+    pub no_llm: bool,
+    /// Neither read nor write the analysis cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Recompute cached analyses and replace them.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Cache file (default: keet's cache dir).
+    #[arg(long, env = "KEET_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// Threads for parsing and facts (default: all cores).
+    #[arg(long, short = 'j', default_value_t = 0)]
+    pub jobs: usize,
+    /// CUDA source files whose lines findings may point at (with a profile that has line numbers).
+    #[arg(long = "source")]
+    pub source: Vec<PathBuf>,
+    /// Print run statistics (times, cache hits, dropped findings) to stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+pub fn options(a: &ExplainArgs) -> ExplainOptions {
+    ExplainOptions {
+        coverage_pct: a.coverage.clamp(0.0, 100.0),
+        top: a.top.max(1),
+        max_findings: a.max_findings.clamp(1, 4),
+        no_llm: a.no_llm,
+        repair_attempts: 1,
+        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
+        cache: if a.no_cache { None } else { Some(a.cache.clone().unwrap_or_else(crate::cache::default_cache_path)) },
+        refresh: a.refresh,
+        jobs: a.jobs,
+        source_files: a.source.clone(),
+        progress: std::io::stderr().is_terminal(),
+    }
+}
+
+pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
+    let opts = options(&a);
+    let (report, stats) = explain::explain(&a.paths, &opts)?;
+    let format = a.format.unwrap_or(Format::Text);
+    let out = render::explain::render_explain(&report, format)?;
+    super::write_output(a.output.as_deref(), &out)?;
+    if a.stats {
+        eprintln!("{}", serde_json::to_string(&stats).unwrap_or_default());
+    }
+    for e in &report.errors {
+        eprintln!("error: {}", e.message);
+    }
+    if report.kernels.is_empty() && report.errors.is_empty() {
+        eprintln!("error: no kernel launches found in the inputs");
+        return Ok(2);
+    }
+    Ok(if report.errors.is_empty() { 0 } else { 2 })
+}

@@ -1,0 +1,416 @@
+//! Explain stage: selects the kernels worth explaining, renders their prompts, asks the model for
+//! findings under a per-kernel JSON Schema, validates them, and assembles the report.
+//!
+//! Flow per kernel: facts and rule findings ([`crate::analysis`]) → prompt (`prompts/*.jinja`) and
+//! schema ([`schema`]) → constrained generation ([`crate::llm`]) → [`crate::validate`] → repaired
+//! (one bounded, constrained re-ask with the reasons) or dropped → rule findings fill the gaps.
+//! Every analysis is stored in the [`crate::cache`]; a warm run never loads the model.
+
+pub mod prompt;
+pub mod report;
+pub mod schema;
+pub mod select;
+pub mod source;
+
+use crate::analysis::{self, FileError, LaunchAnalysis};
+use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
+use crate::llm::template::ChatMessage;
+use crate::profile::{Launch, Profile};
+use crate::rules;
+use crate::validate::{self, Context};
+use report::*;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// How to explain.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    /// Explain the launches that make up this share of the profiled time (percent).
+    pub coverage_pct: f64,
+    /// At most this many kernels.
+    pub top: usize,
+    /// At most this many model findings per kernel.
+    pub max_findings: usize,
+    /// Rule layer only: no model is loaded.
+    pub no_llm: bool,
+    /// Constrained re-asks for a finding that fails validation.
+    pub repair_attempts: usize,
+    pub engine: EngineOptions,
+    /// `None`: no cache (`--no-cache`).
+    pub cache: Option<PathBuf>,
+    /// Recompute and replace cached analyses.
+    pub refresh: bool,
+    /// Parallel parse/facts threads (0 = all cores).
+    pub jobs: usize,
+    /// `--source FILE.cu` files whose lines findings may point at.
+    pub source_files: Vec<PathBuf>,
+    /// Show progress on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> Self {
+        ExplainOptions {
+            coverage_pct: 95.0,
+            top: 10,
+            max_findings: 2,
+            no_llm: false,
+            repair_attempts: 1,
+            engine: EngineOptions::default(),
+            cache: None,
+            refresh: false,
+            jobs: 0,
+            source_files: vec![],
+            progress: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("model: {0}")]
+    Llm(#[from] crate::llm::model::LlmError),
+    #[error("cache: {0}")]
+    Cache(#[from] crate::cache::CacheError),
+    #[error("prompt template: {0}")]
+    Prompt(#[from] minijinja::Error),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Decoding settings used for findings (part of the cache key).
+pub fn decoding() -> GenerateOptions {
+    GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() }
+}
+
+/// Timing of one run, for the benchmark.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunStats {
+    pub parse_s: f64,
+    pub model_load_s: f64,
+    pub first_finding_s: Option<f64>,
+    pub kernels_explained: usize,
+    pub kernels_from_cache: usize,
+    pub llm_findings_shown: usize,
+    pub llm_findings_repaired: usize,
+    pub llm_findings_dropped: usize,
+    pub total_s: f64,
+}
+
+/// A loaded model and what identifies it in cache keys.
+struct Model {
+    engine: Engine,
+    info: ModelInfo,
+}
+
+/// Runs `keet explain` over `inputs`.
+pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
+    let t0 = Instant::now();
+    let mut stats = RunStats::default();
+    let files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
+    let (profiles, errors) = select::read_all(&files, opts.jobs, opts.progress);
+    let profiles = source::attach_source_views(profiles);
+    stats.parse_s = t0.elapsed().as_secs_f64();
+    let groups = select::group_kernels(&profiles);
+    let total_ns: f64 = groups.iter().map(|g| g.group.total_duration_ns).sum();
+    let (chosen, skipped) = select::choose(&groups, opts.coverage_pct, opts.top);
+
+    let cache = match &opts.cache {
+        Some(p) => Some(crate::cache::Cache::open(p)?),
+        None => None,
+    };
+    // Identify the model without loading it (the cache key needs its hash).
+    let model_id: Option<(crate::llm::resolve::ResolvedModel, String)> = if opts.no_llm {
+        None
+    } else {
+        let r = crate::llm::resolve::resolve_model(opts.engine.model.as_deref())?;
+        let sha = crate::llm::resolve::sha256_file(r.location.path())?;
+        Some((r, sha))
+    };
+    let mut model: Option<Model> = None;
+    let mut kernels = Vec::new();
+    for (rank, g) in chosen.iter().enumerate() {
+        let launch = g.launch(&profiles);
+        let la = analysis::analyse_launch(launch);
+        let source_lines_all = source::hot_lines(launch, &opts.source_files);
+        let model_sha = model_id.as_ref().map(|m| m.1.as_str()).unwrap_or("none");
+        let key = cache_key(&la, model_sha, &source_lines_all);
+        let mut cached = None;
+        if let (Some(c), false) = (&cache, opts.refresh) {
+            if let Some(e) = c.get(&key)? {
+                if let Ok(cf) = serde_json::from_str::<CachedFindings>(&e.findings_json) {
+                    cached = Some((cf, e.id));
+                }
+            }
+        }
+        let (found, cache_id, from_cache) = match cached {
+            Some((cf, id)) => {
+                stats.kernels_from_cache += 1;
+                (cf, Some(id), true)
+            }
+            None => {
+                let cf = if let Some((resolved, sha)) = &model_id {
+                    if model.is_none() {
+                        let tl = Instant::now();
+                        let engine = Engine::load_resolved(
+                            resolved,
+                            opts.engine.device.as_deref().unwrap_or("cpu"),
+                            crate::llm::threads::configure(opts.engine.threads),
+                        )?;
+                        stats.model_load_s = tl.elapsed().as_secs_f64();
+                        let info = ModelInfo {
+                            name: engine.info.name.clone(),
+                            path: engine.info.path.display().to_string(),
+                            sha256: sha.clone(),
+                            device: engine.info.device.clone(),
+                        };
+                        model = Some(Model { engine, info });
+                    }
+                    let m = model.as_mut().expect("model loaded above");
+                    explain_with_model(&mut m.engine, launch, &la, &g.group, &source_lines_all, opts, &mut stats)?
+                } else {
+                    rules_only(launch, &la, &source_lines_all)
+                };
+                (cf, None, false)
+            }
+        };
+        if stats.first_finding_s.is_none() {
+            stats.first_finding_s = Some(t0.elapsed().as_secs_f64());
+        }
+        stats.kernels_explained += 1;
+        let primary_speedup = found.findings.first().and_then(|f| f.estimated_speedup_pct);
+        let mut k = KernelExplanation {
+            rank: rank + 1,
+            kernel: g.group.clone(),
+            analysis: la,
+            findings: found.findings.clone(),
+            dropped: found.dropped.clone(),
+            verdict: found.verdict.clone(),
+            estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * g.group.total_duration_ns),
+            cached: from_cache,
+            cache_id,
+        };
+        if let (Some(c), false) = (&cache, from_cache) {
+            let single = ExplainReport {
+                schema: EXPLAIN_SCHEMA.into(),
+                keet_version: env!("CARGO_PKG_VERSION").into(),
+                model: model.as_ref().map(|m| m.info.clone()),
+                inputs: g.group.files.clone(),
+                total_duration_ns: g.group.total_duration_ns,
+                kernels: vec![k.clone()],
+                skipped_kernels: 0,
+                errors: vec![],
+            };
+            let meta = crate::cache::EntryMeta {
+                file: g.group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
+                kernel: g.group.name.clone(),
+                model: model.as_ref().map(|m| m.info.name.clone()).unwrap_or_else(|| "rules only".into()),
+                verdict: found.verdict.clone(),
+            };
+            let findings_json = serde_json::to_string(&found).expect("findings serialise");
+            let report_json = serde_json::to_string(&single).expect("report serialises");
+            k.cache_id = Some(c.put(&key, &meta, &findings_json, &report_json)?);
+        }
+        kernels.push(k);
+    }
+    stats.total_s = t0.elapsed().as_secs_f64();
+    let model_info = match (&model, &model_id) {
+        (Some(m), _) => Some(m.info.clone()),
+        (None, Some((r, sha))) => Some(ModelInfo {
+            name: r.manifest.as_ref().map(|m| m.name.clone()).unwrap_or_else(|| {
+                r.location.path().file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+            }),
+            path: r.location.path().display().to_string(),
+            sha256: sha.clone(),
+            device: opts.engine.device.clone().unwrap_or_else(|| "cpu".into()),
+        }),
+        _ => None,
+    };
+    let report = ExplainReport {
+        schema: EXPLAIN_SCHEMA.into(),
+        keet_version: env!("CARGO_PKG_VERSION").into(),
+        model: model_info,
+        inputs: inputs.to_vec(),
+        total_duration_ns: total_ns,
+        kernels,
+        skipped_kernels: skipped,
+        errors,
+    };
+    Ok((report, stats))
+}
+
+/// The cache key of one kernel analysis: its facts and identity, the model, the prompt templates,
+/// the decoding settings and keet's version.
+pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine]) -> crate::cache::CacheKey {
+    let facts_json = serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines))
+        .expect("facts serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v1")).expect("options serialise");
+    crate::cache::CacheKey::new(&crate::cache::KeyParts {
+        facts_json: &facts_json,
+        model_sha256,
+        prompt_templates_sha256: &prompt::templates_sha256(),
+        decoding_json: &decoding_json,
+        keet_version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// A rule finding shown as a report finding (origin: rules).
+pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines: &[SourceLine]) -> ShownFinding {
+    let mut evidence = Vec::new();
+    for key in &r.facts {
+        if let Some(f) = la.facts.get(key) {
+            for e in &f.evidence {
+                if let Some(m) = launch.metrics.get(&e.metric) {
+                    if let Some(v) = m.as_f64() {
+                        if !evidence.iter().any(|c: &Citation| c.metric == e.metric) {
+                            evidence.push(Citation { metric: e.metric.clone(), value: v, unit: m.unit.symbol() });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ShownFinding {
+        origin: Origin::Rules,
+        finding: Finding {
+            category: r.category,
+            severity: r.severity,
+            claim: r.claim.clone(),
+            evidence,
+            explanation: String::new(),
+            suggestions: vec![r.suggestion.clone()],
+        },
+        estimated_speedup_pct: r.estimated_speedup_pct,
+        source_lines: source::lines_for(r.category, lines),
+    }
+}
+
+fn verdict(findings: &[ShownFinding]) -> String {
+    match findings.first() {
+        Some(f) => format!("{}: {}", f.finding.category.as_str(), f.finding.claim),
+        None => "no problem found by the rule layer".into(),
+    }
+}
+
+fn rules_only(launch: &Launch, la: &LaunchAnalysis, lines: &[SourceLine]) -> CachedFindings {
+    let findings: Vec<ShownFinding> = la.findings.iter().map(|r| from_rule(la, launch, r, lines)).collect();
+    CachedFindings { verdict: verdict(&findings), findings, dropped: vec![] }
+}
+
+#[derive(serde::Deserialize)]
+struct ModelOutput {
+    findings: Vec<Finding>,
+}
+
+/// Asks the model, validates, repairs once, drops what still fails, and fills gaps from the rules.
+fn explain_with_model(
+    engine: &mut Engine,
+    launch: &Launch,
+    la: &LaunchAnalysis,
+    group: &KernelGroup,
+    lines: &[SourceLine],
+    opts: &ExplainOptions,
+    stats: &mut RunStats,
+) -> Result<CachedFindings, ExplainError> {
+    let ctx = Context { launch, facts: &la.facts, rules: &la.findings };
+    let Some(schema) = schema::findings_schema(&ctx, opts.max_findings) else {
+        return Ok(rules_only(launch, la, lines));
+    };
+    let mut gen = decoding();
+    gen.max_tokens = schema::token_budget(&schema);
+    let system = prompt::system()?;
+    let user = prompt::kernel(&ctx, group, lines, opts.max_findings)?;
+    let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let mut shown: Vec<ShownFinding> = Vec::new();
+    let mut dropped: Vec<DroppedFinding> = Vec::new();
+    let mut pending: Vec<(Finding, Vec<String>)> = Vec::new();
+    let g = engine.generate(&messages, &gen, Some(&schema))?;
+    match serde_json::from_str::<ModelOutput>(&g.text) {
+        Ok(out) => {
+            for f in out.findings {
+                if shown.iter().any(|s| s.finding.category == f.category) {
+                    continue;
+                }
+                match validate::validate(&ctx, &f) {
+                    Ok(()) => shown.push(shown_llm(la, f, Origin::Llm, lines)),
+                    Err(reasons) => pending.push((f, reasons)),
+                }
+            }
+        }
+        Err(e) => {
+            // Only possible when the token budget cut the output short.
+            dropped.push(DroppedFinding {
+                finding: placeholder(),
+                reasons: vec![format!("the model's output was not complete JSON ({e}; stop: {:?})", g.stop_reason)],
+            });
+        }
+    }
+    // Repair: a bounded, still-constrained re-ask with the validator's reasons.
+    for (f, reasons) in pending {
+        let mut fixed = None;
+        let mut last_reasons = reasons.clone();
+        for _ in 0..opts.repair_attempts {
+            messages.truncate(2);
+            messages.push(ChatMessage::assistant(serde_json::to_string(&serde_json::json!({"findings": [&f]})).unwrap_or_default()));
+            messages.push(ChatMessage::user(prompt::repair(&last_reasons)?));
+            let g = engine.generate(&messages, &gen, Some(&schema))?;
+            if let Ok(out) = serde_json::from_str::<ModelOutput>(&g.text) {
+                if let Some(nf) = out.findings.into_iter().find(|n| n.category == f.category) {
+                    match validate::validate(&ctx, &nf) {
+                        Ok(()) => {
+                            fixed = Some(nf);
+                            break;
+                        }
+                        Err(r) => last_reasons = r,
+                    }
+                }
+            }
+        }
+        match fixed {
+            Some(nf) if !shown.iter().any(|s| s.finding.category == nf.category) => {
+                stats.llm_findings_repaired += 1;
+                shown.push(shown_llm(la, nf, Origin::LlmRepaired, lines));
+            }
+            _ => dropped.push(DroppedFinding { finding: f, reasons }),
+        }
+    }
+    stats.llm_findings_shown += shown.len();
+    stats.llm_findings_dropped += dropped.len();
+    // The rule layer fills every gap the model left, marked as such.
+    for r in &la.findings {
+        if !shown.iter().any(|s| s.finding.category == r.category) {
+            shown.push(from_rule(la, launch, r, lines));
+        }
+    }
+    // Most important first: the rule layer's order of categories.
+    let order = |c: rules::Category| la.findings.iter().position(|r| r.category == c).unwrap_or(usize::MAX);
+    shown.sort_by_key(|s| order(s.finding.category));
+    Ok(CachedFindings { verdict: verdict(&shown), findings: shown, dropped })
+}
+
+fn shown_llm(la: &LaunchAnalysis, f: Finding, origin: Origin, lines: &[SourceLine]) -> ShownFinding {
+    let speedup = la.findings.iter().find(|r| r.category == f.category).and_then(|r| r.estimated_speedup_pct);
+    let source_lines = source::lines_for(f.category, lines);
+    ShownFinding { origin, finding: f, estimated_speedup_pct: speedup, source_lines }
+}
+
+fn placeholder() -> Finding {
+    Finding {
+        category: rules::Category::LatencyBound,
+        severity: rules::Severity::Info,
+        claim: String::new(),
+        evidence: vec![],
+        explanation: String::new(),
+        suggestions: vec![],
+    }
+}
+
+/// Re-exported for the CLI: the kernels of one profile, analysed without the model.
+pub fn analyse(p: &Profile) -> analysis::FileAnalysis {
+    analysis::analyse_profile(p)
+}
+
+/// Errors of files that could not be read, for reports.
+pub fn file_error(path: PathBuf, message: String) -> FileError {
+    FileError { path, message }
+}

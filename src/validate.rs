@@ -1,0 +1,420 @@
+//! Validation: every finding is checked against the raw profile before it is shown.
+//!
+//! A finding passes when (1) every metric it cites exists for that launch, (2) every cited value
+//! matches the raw value within rounding, in the metric's unit, (3) its category agrees with the
+//! facts and the rule layer (no "memory-bound" when the rules say latency, no occupancy limiter
+//! the launch statistics contradict), (4) at least one citation is a metric the category rests
+//! on, and (5) no number in its claim, explanation or suggestions is absent from the profile.
+//! Each failure is a reason naming the metric, value or word at fault.
+
+use crate::explain::report::{Citation, Finding};
+use crate::facts::{BoundKind, Facts, Limiter};
+use crate::profile::Launch;
+use crate::rules::{self, Category};
+use std::collections::BTreeSet;
+
+/// Relative tolerance for a cited value (reports round to 3-4 significant digits).
+pub const VALUE_REL_TOLERANCE: f64 = 5e-3;
+/// Absolute tolerance, for values near zero printed with two decimals.
+pub const VALUE_ABS_TOLERANCE: f64 = 5e-3;
+
+/// What a finding is checked against: one launch, its facts and its rule findings.
+pub struct Context<'a> {
+    pub launch: &'a Launch,
+    pub facts: &'a Facts,
+    pub rules: &'a [rules::Finding],
+}
+
+impl<'a> Context<'a> {
+    /// The raw metrics a category rests on: the evidence of the facts its rule findings cite.
+    pub fn category_metrics(&self, c: Category) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for r in self.rules.iter().filter(|r| r.category == c) {
+            for key in &r.facts {
+                if let Some(f) = self.facts.get(key) {
+                    for e in &f.evidence {
+                        if self.launch.metrics.contains_key(&e.metric) {
+                            out.insert(e.metric.clone());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every number the profile holds for this launch (normalised and as written), and the facts.
+    fn known_numbers(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = Vec::new();
+        for m in self.launch.metrics.values() {
+            if let Some(x) = m.as_f64() {
+                v.push(x);
+            }
+            if let Ok(Some(x)) = crate::profile::units::parse_number(&m.raw_value, Default::default()) {
+                v.push(x);
+            }
+        }
+        for f in self.facts.all() {
+            v.push(f.value);
+        }
+        for s in &self.facts.stalls {
+            if let Some(p) = s.share_pct {
+                v.push(p);
+            }
+        }
+        for r in self.rules {
+            if let Some(p) = r.estimated_speedup_pct {
+                v.push(p);
+            }
+        }
+        for d in [self.launch.block_size, self.launch.grid_size].into_iter().flatten() {
+            v.extend(d.iter().map(|&x| x as f64));
+        }
+        v
+    }
+}
+
+/// True when `cited` equals `actual` within rounding.
+pub fn value_matches(cited: f64, actual: f64) -> bool {
+    if approx::relative_eq!(cited, actual, epsilon = VALUE_ABS_TOLERANCE, max_relative = VALUE_REL_TOLERANCE) {
+        return true;
+    }
+    // A value shown with fewer digits ("1.95" for 1952 shown in thousands) is not accepted: units must agree.
+    false
+}
+
+fn unit_matches(cited: &str, metric_unit: &str, raw_unit: &str) -> bool {
+    let c = cited.trim().to_ascii_lowercase();
+    let n = metric_unit.to_ascii_lowercase();
+    let r = raw_unit.trim().to_ascii_lowercase();
+    c == n || c == r || (n.is_empty() && matches!(c.as_str(), "" | "count" | "ratio" | "x"))
+}
+
+/// Checks one citation; `None` when it is correct.
+pub fn check_citation(ctx: &Context, c: &Citation) -> Option<String> {
+    if let Some(m) = ctx.launch.metrics.get(&c.metric) {
+        let Some(actual) = m.as_f64() else {
+            return Some(format!("metric {} is not numeric (value {:?})", c.metric, m.raw_value));
+        };
+        let raw = crate::profile::units::parse_number(&m.raw_value, Default::default()).ok().flatten();
+        let unit_ok = unit_matches(&c.unit, &m.unit.symbol(), &m.raw_unit);
+        let value_ok = value_matches(c.value, actual)
+            || (raw.is_some_and(|r| value_matches(c.value, r)) && c.unit.trim().eq_ignore_ascii_case(m.raw_unit.trim()));
+        if !value_ok {
+            return Some(format!(
+                "metric {} is {} {} in the profile (written {} {}), not {} {}",
+                c.metric,
+                rules::fmt_num(actual),
+                m.unit,
+                m.raw_value,
+                m.raw_unit,
+                rules::fmt_num(c.value),
+                c.unit
+            ));
+        }
+        if !unit_ok {
+            return Some(format!("metric {} is in {}, not {}", c.metric, m.unit, c.unit));
+        }
+        return None;
+    }
+    if let Some(f) = ctx.facts.get(&c.metric) {
+        if !value_matches(c.value, f.value) {
+            return Some(format!("fact {} is {} {}, not {} {}", c.metric, rules::fmt_num(f.value), f.unit, rules::fmt_num(c.value), c.unit));
+        }
+        return None;
+    }
+    Some(format!("metric {} does not exist for this launch", c.metric))
+}
+
+/// Does the category agree with the facts and the rule layer?
+pub fn check_category(ctx: &Context, c: Category) -> Option<String> {
+    let f = ctx.facts;
+    let bound = f.bound.as_ref().map(|b| b.kind);
+    let specific = match c {
+        Category::MemoryBound if bound != Some(BoundKind::Memory) => Some(format!(
+            "category memory-bound contradicts the facts: memory throughput is {}% and the speed-of-light classification is {}",
+            f.memory_throughput_pct.as_ref().map(|x| rules::fmt_num(x.value)).unwrap_or_else(|| "unknown".into()),
+            bound_name(bound)
+        )),
+        Category::ComputeBound if bound != Some(BoundKind::Compute) => Some(format!(
+            "category compute-bound contradicts the facts: SM throughput is {}% and the classification is {}",
+            f.sm_throughput_pct.as_ref().map(|x| rules::fmt_num(x.value)).unwrap_or_else(|| "unknown".into()),
+            bound_name(bound)
+        )),
+        Category::LatencyBound if !matches!(bound, Some(BoundKind::Latency) | Some(BoundKind::GridTooSmall)) => {
+            Some(format!("category latency-bound contradicts the facts: the classification is {}", bound_name(bound)))
+        }
+        Category::OccupancyRegisters | Category::OccupancySharedMemory => {
+            let want = if c == Category::OccupancyRegisters { Limiter::Registers } else { Limiter::SharedMemory };
+            match &f.occupancy_limit {
+                Some(l) if l.limiter != want => Some(format!(
+                    "category {} contradicts the launch statistics: occupancy is limited by {}",
+                    c.as_str(),
+                    l.limiter.label()
+                )),
+                None => Some(format!("category {} has no occupancy-limit metrics in this profile", c.as_str())),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if specific.is_some() {
+        return specific;
+    }
+    if !ctx.rules.iter().any(|r| r.category == c) {
+        let found: Vec<&str> = ctx.rules.iter().map(|r| r.category.as_str()).collect();
+        return Some(format!(
+            "category {} is not supported by the facts (the rule layer found: {})",
+            c.as_str(),
+            if found.is_empty() { "nothing".to_string() } else { found.join(", ") }
+        ));
+    }
+    None
+}
+
+fn bound_name(b: Option<BoundKind>) -> &'static str {
+    match b {
+        Some(BoundKind::Compute) => "compute bound",
+        Some(BoundKind::Memory) => "memory bound",
+        Some(BoundKind::Latency) => "latency bound",
+        Some(BoundKind::GridTooSmall) => "grid too small",
+        None => "unknown",
+    }
+}
+
+/// Numbers written in free text (skipping digits inside identifiers such as `float4` or `sm_90`).
+pub fn numbers_in_text(text: &str) -> Vec<(String, f64)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let prev_ident = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if c.is_ascii_digit() && !prev_ident {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || ((chars[i] == '.' || chars[i] == ',') && i + 1 < chars.len() && chars[i + 1].is_ascii_digit()))
+            {
+                i += 1;
+            }
+            // A trailing letter glued to the number is a unit or suffix ("4x", "32B"): still a number.
+            let s: String = chars[start..i].iter().collect();
+            if let Ok(Some(v)) = crate::profile::units::parse_number(&s, Default::default()) {
+                out.push((s, v));
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn check_text_numbers(ctx: &Context, field: &str, text: &str, known: &[f64], reasons: &mut Vec<String>) {
+    for (s, v) in numbers_in_text(text) {
+        // Percent-of-peak values are shown rounded to integers or one decimal in prose.
+        let ok = known.iter().any(|&k| value_matches(v, k) || (k.abs() >= 1.0 && (k - v).abs() < 0.5 && v.fract() == 0.0))
+            || v == rules::thresholds::WARP_SIZE;
+        if !ok {
+            reasons.push(format!("number {s} in the {field} is not in the profile"));
+        }
+    }
+    let _ = ctx;
+}
+
+fn check_contradicting_words(ctx: &Context, f: &Finding, reasons: &mut Vec<String>) {
+    let text = format!("{} {}", f.claim, f.explanation).to_lowercase().replace('-', " ");
+    let bound = ctx.facts.bound.as_ref().map(|b| b.kind);
+    let says = |w: &str| text.contains(w) && !text.contains(&format!("not {w}"));
+    if says("memory bound") && bound.is_some() && bound != Some(BoundKind::Memory) {
+        reasons.push(format!("the text calls the kernel memory bound, but the facts say {}", bound_name(bound)));
+    }
+    if says("compute bound") && bound.is_some() && bound != Some(BoundKind::Compute) {
+        reasons.push(format!("the text calls the kernel compute bound, but the facts say {}", bound_name(bound)));
+    }
+    if let Some(l) = &ctx.facts.occupancy_limit {
+        for (w, lim) in [("limited by registers", Limiter::Registers), ("limited by shared memory", Limiter::SharedMemory)] {
+            if text.contains(w) && l.limiter != lim {
+                reasons.push(format!("the text says occupancy is {w}, but the launch statistics say {}", l.limiter.label()));
+            }
+        }
+    }
+}
+
+/// Validates one finding; `Err` holds every reason it fails.
+pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    if f.evidence.is_empty() {
+        reasons.push("the finding cites no evidence".to_string());
+    }
+    for c in &f.evidence {
+        if let Some(r) = check_citation(ctx, c) {
+            reasons.push(r);
+        }
+    }
+    if let Some(r) = check_category(ctx, f.category) {
+        reasons.push(r);
+    } else {
+        let relevant = ctx.category_metrics(f.category);
+        if !relevant.is_empty() && !f.evidence.iter().any(|c| relevant.contains(&c.metric)) {
+            reasons.push(format!(
+                "none of the cited metrics supports {} (expected one of: {})",
+                f.category.as_str(),
+                relevant.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    let known = ctx.known_numbers();
+    check_text_numbers(ctx, "claim", &f.claim, &known, &mut reasons);
+    check_text_numbers(ctx, "explanation", &f.explanation, &known, &mut reasons);
+    for s in &f.suggestions {
+        check_text_numbers(ctx, "suggestion", s, &known, &mut reasons);
+    }
+    check_contradicting_words(ctx, f, &mut reasons);
+    if f.claim.trim().is_empty() {
+        reasons.push("the claim is empty".into());
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Metric, MetricValue, Unit};
+    use crate::rules::Severity;
+
+    fn launch() -> Launch {
+        let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([4096, 1, 1]), ..Default::default() };
+        for (n, v, u, raw, ru) in [
+            ("gpu__time_duration.sum", 10776576.0, Unit::Nanoseconds, "10,776,576", "nsecond"),
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, Unit::Percent, "12.50", "%"),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
+            ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, Unit::None, "4", ""),
+        ] {
+            l.metrics.insert(
+                n.into(),
+                Metric { value: MetricValue::Number(v), unit: u, raw_value: raw.into(), raw_unit: ru.into(), label: None, section: None, origin: "t".into() },
+            );
+        }
+        l
+    }
+
+    fn finding(category: Category, evidence: Vec<(&str, f64, &str)>, claim: &str) -> Finding {
+        Finding {
+            category,
+            severity: Severity::High,
+            claim: claim.into(),
+            evidence: evidence.into_iter().map(|(m, v, u)| Citation { metric: m.into(), value: v, unit: u.into() }).collect(),
+            explanation: "Each warp fetches whole sectors but uses a small part of them.".into(),
+            suggestions: vec!["Make consecutive threads read consecutive addresses.".into()],
+        }
+    }
+
+    fn with_ctx(f: impl FnOnce(&Context)) {
+        let l = launch();
+        let facts = crate::facts::derive(&l);
+        let rules = crate::rules::evaluate(&facts);
+        f(&Context { launch: &l, facts: &facts, rules: &rules });
+    }
+
+    #[test]
+    fn correct_finding_passes() {
+        with_ctx(|ctx| {
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "Global loads use a small part of each sector.",
+            );
+            assert_eq!(validate(ctx, &f), Ok(()));
+        });
+    }
+
+    #[test]
+    fn fabricated_metric_is_caught() {
+        with_ctx(|ctx| {
+            let f = finding(Category::MemoryCoalescing, vec![("compute_bound_metric_findings_findings_1", 1.2, "")], "Loads are uncoalesced.");
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("does not exist")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn wrong_value_is_caught_and_rounding_accepted() {
+        with_ctx(|ctx| {
+            let f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 55.0, "%")], "DRAM is busy.");
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("88.1") && r.contains("not 55")), "{r:?}");
+            let f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1004, "%")], "DRAM is busy.");
+            assert_eq!(validate(ctx, &f), Ok(()));
+            // The value as written, in the unit as written.
+            let f = finding(Category::MemoryBound, vec![("gpu__time_duration.sum", 10776576.0, "nsecond"), ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "DRAM is busy.");
+            assert_eq!(validate(ctx, &f), Ok(()));
+        });
+    }
+
+    #[test]
+    fn wrong_category_is_caught() {
+        with_ctx(|ctx| {
+            let f = finding(Category::ComputeBound, vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")], "The kernel is compute bound.");
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("compute-bound contradicts")), "{r:?}");
+            let f = finding(Category::OccupancyRegisters, vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")], "Registers limit occupancy.");
+            assert!(validate(ctx, &f).is_err());
+        });
+    }
+
+    #[test]
+    fn invented_numbers_in_text_are_caught() {
+        with_ctx(|ctx| {
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "Loads waste 75% of every sector and run 3.7x slower.",
+            );
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("number 75")), "{r:?}");
+            assert!(r.iter().any(|r| r.contains("number 3.7")), "{r:?}");
+            // Numbers that the profile holds are fine, as are identifiers like float4.
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "Loads use 4 of 32 bytes per sector; use float4 loads.",
+            );
+            assert_eq!(validate(ctx, &f), Ok(()));
+        });
+    }
+
+    #[test]
+    fn irrelevant_evidence_is_caught() {
+        with_ctx(|ctx| {
+            let f = finding(Category::MemoryCoalescing, vec![("gpu__time_duration.sum", 10776576.0, "ns")], "Loads are uncoalesced.");
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("none of the cited metrics supports")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn contradicting_words_are_caught() {
+        with_ctx(|ctx| {
+            let mut f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "This compute-bound kernel wastes sectors.",
+            );
+            f.explanation = "It is compute bound.".into();
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("compute bound")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn numbers_are_extracted() {
+        let n: Vec<f64> = numbers_in_text("use 1,024 threads, float4 and sm_90; 12.5% busy").into_iter().map(|x| x.1).collect();
+        assert_eq!(n, vec![1024.0, 12.5]);
+    }
+}

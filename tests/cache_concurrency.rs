@@ -1,0 +1,278 @@
+//! The analysis cache shared between processes: four writer processes at once against one file
+//! lose nothing (while `keet history` processes read it), and a writer killed with SIGKILL —
+//! in the middle of a transaction, or at a random point of a stream of writes — leaves a file
+//! that opens, passes SQLite's integrity check and holds only complete entries.
+//!
+//! The writers are this test binary re-executed (`current_exe() --exact <test> --nocapture`)
+//! with `KEET_CACHE_TEST_ROLE` telling it which part to play; without that variable the role
+//! tests return at once.
+
+use keet::cache::{sha256_hex, Cache, CacheKey, EntryMeta, KeyParts};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const ROLE: &str = "KEET_CACHE_TEST_ROLE";
+const PATH: &str = "KEET_CACHE_TEST_PATH";
+const WRITER: &str = "KEET_CACHE_TEST_WRITER";
+const START_AT_MS: &str = "KEET_CACHE_TEST_START_AT_MS";
+
+const WRITERS: usize = 4;
+const PER_WRITER: usize = 50;
+const SHARED: usize = 10;
+
+fn key(facts: &str) -> CacheKey {
+    CacheKey::new(&KeyParts {
+        facts_json: facts,
+        model_sha256: "model",
+        prompt_templates_sha256: "prompts",
+        decoding_json: "{}",
+        keet_version: "test",
+    })
+}
+
+/// A report whose payload is checked by its own hash, so a torn entry cannot pass for a whole one.
+fn report(writer: usize, label: &str, payload_len: usize) -> String {
+    let payload: String = (0..payload_len).map(|i| char::from(b'a' + ((i * 7 + writer * 13 + label.len()) % 26) as u8)).collect();
+    serde_json::json!({ "writer": writer, "label": label, "sha256": sha256_hex(&payload), "payload": payload }).to_string()
+}
+
+/// Checks a stored report's self-hash; returns (writer, label).
+fn verify(report_json: &str) -> (usize, String) {
+    let v: serde_json::Value = serde_json::from_str(report_json).expect("stored report is complete JSON");
+    let payload = v["payload"].as_str().unwrap();
+    assert_eq!(v["sha256"].as_str().unwrap(), sha256_hex(payload), "payload hash");
+    (v["writer"].as_u64().unwrap() as usize, v["label"].as_str().unwrap().to_string())
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()
+}
+
+fn spawn_role(test: &str, role: &str, path: &Path, writer: usize, start_at_ms: u128) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1", "-q"])
+        .env(ROLE, role)
+        .env(PATH, path)
+        .env(WRITER, writer.to_string())
+        .env(START_AT_MS, start_at_ms.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("re-executing the test binary")
+}
+
+fn role_env(role: &str) -> Option<(PathBuf, usize, u128)> {
+    if std::env::var(ROLE).ok()?.as_str() != role {
+        return None;
+    }
+    let path = PathBuf::from(std::env::var(PATH).unwrap());
+    let writer = std::env::var(WRITER).unwrap().parse().unwrap();
+    let start = std::env::var(START_AT_MS).unwrap().parse().unwrap();
+    Some((path, writer, start))
+}
+
+/// Writer process: opens the (possibly not yet existing) cache at the agreed instant, writes its
+/// distinct entries interleaved with the shared keys every writer also writes, reopening once
+/// half-way.
+#[test]
+fn role_concurrent_writer() {
+    let Some((path, w, start)) = role_env("writer") else { return };
+    while now_ms() < start {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut cache = Cache::open(&path).expect("writer opens the cache");
+    for i in 0..PER_WRITER {
+        if i == PER_WRITER / 2 {
+            drop(cache);
+            cache = Cache::open(&path).expect("writer reopens the cache");
+        }
+        let label = format!("w{w}/e{i}");
+        let meta = EntryMeta { file: format!("writer{w}.ncu-rep"), kernel: label.clone(), model: "model".into(), verdict: "ok".into() };
+        cache.put(&key(&label), &meta, "{\"findings\":[]}", &report(w, &label, 2000 + i * 37)).expect("put");
+        if i % (PER_WRITER / SHARED) == 0 {
+            let label = format!("shared{}", i / (PER_WRITER / SHARED));
+            let meta = EntryMeta { file: format!("writer{w}.ncu-rep"), kernel: label.clone(), model: "model".into(), verdict: "shared".into() };
+            cache.put(&key(&label), &meta, "{\"findings\":[]}", &report(w, &label, 5000)).expect("put shared");
+        }
+        // Readers in the same process see their own writes at once.
+        assert!(cache.get(&key(&label)).expect("get").is_some());
+    }
+    println!("WRITER-DONE {w}");
+}
+
+#[test]
+fn four_processes_share_one_cache_file_and_lose_nothing() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The file does not exist yet: the writers also race to create it and its schema.
+    let path = dir.path().join("nested/cache/analyses.sqlite3");
+    let t0 = Instant::now();
+    let start = now_ms() + 400;
+    let mut writers: Vec<Child> = (0..WRITERS).map(|w| spawn_role("role_concurrent_writer", "writer", &path, w, start)).collect();
+
+    // Meanwhile real `keet history` processes read the same file; each must succeed.
+    let keet = env!("CARGO_BIN_EXE_keet");
+    let mut reads = 0;
+    let mut last_seen = 0usize;
+    while writers.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        let out = Command::new(keet).args(["history", "--format", "json", "--limit", "0", "--cache"]).arg(&path).output().unwrap();
+        assert!(out.status.success(), "keet history failed during writes: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("keet history prints JSON");
+        let n = v["analyses"].as_array().unwrap().len();
+        // Distinct entries only grow; shared keys are replaced (one row each), so allow for them.
+        assert!(n + SHARED >= last_seen, "history shrank from {last_seen} to {n}");
+        last_seen = last_seen.max(n);
+        reads += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (w, c) in writers.into_iter().enumerate() {
+        let out = c.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains(&format!("WRITER-DONE {w}")), "writer {w} failed: {}\n{stdout}", out.status);
+    }
+    let elapsed = t0.elapsed();
+
+    let cache = Cache::open(&path).unwrap();
+    assert_eq!(cache.integrity_check().unwrap(), "ok");
+    assert_eq!(cache.len().unwrap(), WRITERS * PER_WRITER + SHARED, "entries lost or duplicated");
+    for w in 0..WRITERS {
+        for i in 0..PER_WRITER {
+            let label = format!("w{w}/e{i}");
+            let e = cache.get(&key(&label)).unwrap().unwrap_or_else(|| panic!("{label} lost"));
+            assert_eq!(verify(&e.report_json), (w, label.clone()));
+            assert_eq!(e.meta.kernel, label);
+            assert_eq!(e.findings_json, "{\"findings\":[]}");
+        }
+    }
+    for s in 0..SHARED {
+        let label = format!("shared{s}");
+        let e = cache.get(&key(&label)).unwrap().unwrap_or_else(|| panic!("{label} lost"));
+        let (w, l) = verify(&e.report_json);
+        assert!(w < WRITERS && l == label);
+        assert_eq!(e.meta.file, format!("writer{w}.ncu-rep"), "metadata and report come from the same write");
+    }
+    let history = cache.history(None, None).unwrap();
+    assert_eq!(history.len(), WRITERS * PER_WRITER + SHARED);
+    assert!(history.windows(2).all(|p| p[0].id > p[1].id), "newest first, ids distinct");
+    eprintln!(
+        "{WRITERS} writer processes x ({PER_WRITER} entries + {SHARED} shared keys): {} entries, all verified, in {:.2} s; {reads} concurrent `keet history` reads succeeded",
+        WRITERS * PER_WRITER + SHARED,
+        elapsed.as_secs_f64()
+    );
+}
+
+/// Half-writer process: starts a write transaction on the cache file, inserts a large row (its
+/// pages spill into the WAL before commit), says READY and waits to be killed.
+#[test]
+fn role_killed_mid_transaction() {
+    let Some((path, _, _)) = role_env("mid-transaction") else { return };
+    let cache = Cache::open(&path).unwrap();
+    drop(cache);
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA cache_size = 16").unwrap(); // small page cache: force the spill to the WAL
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+    let big = report(9, "half", 4 << 20);
+    tx.execute(
+        "INSERT INTO analyses (key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json)
+         VALUES (?1, '2026-01-01T00:00:00Z', 'f', 'half', 'm', 'v', 'test', '{}', ?2)",
+        rusqlite::params![key("half").as_str(), big],
+    )
+    .unwrap();
+    println!("READY");
+    std::thread::sleep(Duration::from_secs(60));
+    tx.commit().unwrap();
+}
+
+/// Stream writer process: puts large entries as fast as it can until killed.
+#[test]
+fn role_stream_writer() {
+    let Some((path, w, _)) = role_env("stream") else { return };
+    let cache = Cache::open(&path).unwrap();
+    for i in 0..100_000 {
+        let label = format!("s{w}/e{i}");
+        let meta = EntryMeta { file: "stream".into(), kernel: label.clone(), model: "m".into(), verdict: "v".into() };
+        cache.put(&key(&label), &meta, "{\"findings\":[]}", &report(w, &label, 300_000 + (i % 7) * 10_000)).unwrap();
+        if i == 0 {
+            println!("STARTED");
+        }
+    }
+}
+
+fn wait_for_line(child: &mut Child, marker: &str) {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker = marker.to_string();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(&marker) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("child reached its marker");
+}
+
+/// Opens the cache after a kill and checks every entry is whole.
+fn check_after_kill(path: &Path) -> usize {
+    let cache = Cache::open(path).expect("cache opens after the kill");
+    assert_eq!(cache.integrity_check().unwrap(), "ok");
+    let rows = cache.history(None, None).unwrap();
+    for r in &rows {
+        let e = cache.show(r.id).unwrap().unwrap();
+        assert_eq!(verify(&e.report_json).1, e.meta.kernel, "entry {} is whole", r.id);
+    }
+    rows.len()
+}
+
+#[test]
+fn killed_writer_leaves_only_complete_entries() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("analyses.sqlite3");
+    {
+        let cache = Cache::open(&path).unwrap();
+        let meta = EntryMeta { file: "before".into(), kernel: "before".into(), model: "m".into(), verdict: "v".into() };
+        cache.put(&key("before"), &meta, "{}", &report(0, "before", 1000)).unwrap();
+    }
+
+    // 1. Killed inside an open write transaction whose pages already reached the WAL.
+    let mut child = spawn_role("role_killed_mid_transaction", "mid-transaction", &path, 0, 0);
+    wait_for_line(&mut child, "READY");
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(wal_len > 1 << 20, "the uncommitted row should have spilled into the WAL ({wal_len} bytes)");
+    assert_eq!(check_after_kill(&path), 1);
+    {
+        let cache = Cache::open(&path).unwrap();
+        assert!(cache.get(&key("half")).unwrap().is_none(), "half-written entry visible");
+        // The dead process's lock is gone: writing works at once.
+        let t = Instant::now();
+        let meta = EntryMeta { file: "after".into(), kernel: "after".into(), model: "m".into(), verdict: "v".into() };
+        cache.put(&key("after"), &meta, "{}", &report(0, "after", 1000)).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    // 2. Killed at arbitrary points of a stream of large puts (three rounds, different timings).
+    let mut total = 2;
+    for (round, delay_ms) in [(1usize, 150u64), (2, 333), (3, 71)].into_iter() {
+        let mut child = spawn_role("role_stream_writer", "stream", &path, round, 0);
+        wait_for_line(&mut child, "STARTED");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let n = check_after_kill(&path);
+        assert!(n > total, "round {round}: the writer stored something before the kill ({n} entries)");
+        total = n;
+    }
+    eprintln!("after 1 mid-transaction kill and 3 stream kills: {total} entries, all whole, integrity ok");
+}

@@ -1,0 +1,322 @@
+//! The explain report's renderers on reports built from real corpus profiles: JSON validates
+//! against `docs/schema/explain-v1.schema.json`, every format renders, the HTML page is
+//! self-contained, escapes kernel names and draws a roofline when the profile has peaks.
+//!
+//! Set `KEET_RENDER_SAMPLE_DIR` to also write the rendered reports there (to look at them).
+
+use keet::analysis::{analyse_launch, FileError};
+use keet::explain::report::{
+    Citation, DroppedFinding, ExplainReport, Finding, KernelExplanation, KernelGroup, ModelInfo, Origin, ShownFinding, SourceLine,
+    EXPLAIN_SCHEMA,
+};
+use keet::render::explain::render_explain;
+use keet::render::Format;
+use std::path::{Path, PathBuf};
+
+fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel)
+}
+
+fn schema() -> jsonschema::Validator {
+    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v1.schema.json")).expect("schema is JSON");
+    jsonschema::validator_for(&s).expect("schema compiles")
+}
+
+/// A report over the `top` longest launches of one corpus profile (each launch its own kernel),
+/// with a rules finding and a model finding per kernel, and a dropped model finding on the first.
+fn report_from(rel: &str, top: usize) -> ExplainReport {
+    let path = corpus(rel);
+    let profile = keet::profile::read_path(&path).expect("corpus profile reads");
+    let analyses: Vec<_> = profile.launches.iter().map(analyse_launch).collect();
+    let total: f64 = analyses.iter().filter_map(|a| a.duration_ns).sum();
+    let mut order: Vec<usize> = (0..analyses.len()).collect();
+    order.sort_by(|&a, &b| analyses[b].duration_ns.unwrap_or(0.0).total_cmp(&analyses[a].duration_ns.unwrap_or(0.0)));
+    let mut kernels = Vec::new();
+    for (rank, &i) in order.iter().take(top).enumerate() {
+        let a = analyses[i].clone();
+        let dur = a.duration_ns.unwrap_or(0.0);
+        let mut findings = Vec::new();
+        // The model's finding cites a real raw metric of the launch.
+        let cite = a.facts.duration_ns.as_ref().expect("corpus launch has a duration").evidence[0].clone();
+        findings.push(ShownFinding {
+            origin: if rank == 1 { Origin::LlmRepaired } else { Origin::Llm },
+            finding: Finding {
+                category: keet::rules::Category::LatencyBound,
+                severity: keet::rules::Severity::Medium,
+                claim: format!("The kernel runs for {} ns, too short to hide launch latency.", keet::rules::fmt_num(cite.value)),
+                evidence: vec![Citation { metric: cite.metric.clone(), value: cite.value, unit: cite.unit.clone() }],
+                explanation: "Short kernels spend a large share of their time ramping up and draining; fusing them with neighbours amortises that."
+                    .into(),
+                suggestions: vec!["Fuse this kernel with its producer or consumer.".into(), "Capture the sequence in a CUDA graph.".into()],
+            },
+            estimated_speedup_pct: None,
+            source_lines: if rank == 0 {
+                vec![SourceLine {
+                    file: Some("kernel.cu".into()),
+                    line: Some(42),
+                    text: "out[i] = a[i * stride] + b[i];".into(),
+                    counter: "Warp Stall Sampling (All Samples)".into(),
+                    share_pct: 37.5,
+                }]
+            } else {
+                vec![]
+            },
+        });
+        // The rule layer's first finding, citing the facts it rests on.
+        if let Some(r) = a.findings.first() {
+            findings.push(ShownFinding {
+                origin: Origin::Rules,
+                finding: Finding {
+                    category: r.category,
+                    severity: r.severity,
+                    claim: r.claim.clone(),
+                    evidence: r
+                        .facts
+                        .iter()
+                        .filter_map(|k| a.facts.get(k))
+                        .map(|f| Citation { metric: f.key.to_string(), value: f.value, unit: f.unit.to_string() })
+                        .collect(),
+                    explanation: String::new(),
+                    suggestions: vec![r.suggestion.clone()],
+                },
+                estimated_speedup_pct: r.estimated_speedup_pct,
+                source_lines: vec![],
+            });
+        }
+        let dropped = if rank == 0 {
+            vec![DroppedFinding {
+                finding: Finding {
+                    category: keet::rules::Category::Fp64,
+                    severity: keet::rules::Severity::High,
+                    claim: "FP64 throughput dominates.".into(),
+                    evidence: vec![Citation { metric: "sm__made_up_metric".into(), value: 99.0, unit: "%".into() }],
+                    explanation: String::new(),
+                    suggestions: vec![],
+                },
+                reasons: vec!["cites sm__made_up_metric, which the launch does not have".into()],
+            }]
+        } else {
+            vec![]
+        };
+        let verdict = findings.last().map(|f| format!("{}: {}", f.finding.category.as_str(), f.finding.claim)).unwrap_or_default();
+        let gain = a.findings.first().and_then(|f| f.estimated_speedup_pct).map(|p| dur * p / 100.0);
+        kernels.push(KernelExplanation {
+            rank: rank + 1,
+            kernel: KernelGroup {
+                name: a.name.clone(),
+                files: vec![path.clone()],
+                launch_ids: vec![a.id],
+                launches: 1,
+                total_duration_ns: dur,
+                time_share_pct: if total > 0.0 { 100.0 * dur / total } else { 0.0 },
+            },
+            analysis: a,
+            findings,
+            dropped,
+            verdict,
+            estimated_gain_ns: gain,
+            cached: rank == 2,
+            cache_id: (rank == 2).then_some(7),
+        });
+    }
+    ExplainReport {
+        schema: EXPLAIN_SCHEMA.into(),
+        keet_version: env!("CARGO_PKG_VERSION").into(),
+        model: Some(ModelInfo {
+            name: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
+            path: "/models/qwen.gguf".into(),
+            sha256: "ab".repeat(32),
+            device: "cpu".into(),
+        }),
+        inputs: vec![path],
+        total_duration_ns: total,
+        kernels,
+        skipped_kernels: analyses.len().saturating_sub(top),
+        errors: vec![FileError { path: corpus("h200-moe/long_prefill_prof_lines_only.csv"), message: "no kernel launches <found> & nothing read".into() }],
+    }
+}
+
+fn save(name: &str, s: &str) {
+    if let Some(dir) = std::env::var_os("KEET_RENDER_SAMPLE_DIR") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(Path::new(&dir).join(name), s).unwrap();
+    }
+}
+
+fn assert_valid(doc: &serde_json::Value) {
+    let v = schema();
+    let errors: Vec<String> = v.iter_errors(doc).map(|e| format!("{e} at {}", e.instance_path())).take(10).collect();
+    assert!(errors.is_empty(), "schema errors: {errors:#?}");
+}
+
+#[test]
+fn json_validates_against_the_schema() {
+    for (rel, top) in [("h200-moe/sglang_short_decode_raw.csv", 5), ("rtx4090-lashi/reduceInteger.csv", 3), ("h200-moe/decode_c1.ncu-rep", 4)] {
+        let report = report_from(rel, top);
+        let out = render_explain(&report, Format::Json).unwrap();
+        assert!(out.ends_with('\n'));
+        let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON output parses");
+        assert_valid(&doc);
+        assert_eq!(doc["schema"], "keet.explain/1");
+        assert_eq!(doc["kernels"].as_array().unwrap().len(), top);
+        let f = &doc["kernels"][0]["findings"][0];
+        assert_eq!(f["origin"], "llm");
+        assert!(f["evidence"][0]["metric"].as_str().unwrap().starts_with("gpu__time_duration"));
+        assert_eq!(doc["kernels"][1]["findings"][0]["origin"], "llm-repaired");
+    }
+    // No model, no kernels, no errors: still valid.
+    let mut empty = report_from("rtx4090-lashi/reduceInteger.csv", 0);
+    empty.model = None;
+    empty.errors.clear();
+    let doc: serde_json::Value = serde_json::from_str(&render_explain(&empty, Format::Json).unwrap()).unwrap();
+    assert_valid(&doc);
+}
+
+#[test]
+fn schema_rejects_a_wrong_document() {
+    let report = report_from("rtx4090-lashi/reduceInteger.csv", 1);
+    let mut doc = serde_json::to_value(&report).unwrap();
+    doc["kernels"][0]["findings"][0]["origin"] = "guess".into();
+    assert!(!schema().is_valid(&doc));
+    let mut doc = serde_json::to_value(&report).unwrap();
+    doc["schema"] = "keet.explain/2".into();
+    assert!(!schema().is_valid(&doc));
+}
+
+#[test]
+fn text_report() {
+    let report = report_from("h200-moe/sglang_short_decode_raw.csv", 5);
+    let s = render_explain(&report, Format::Text).unwrap();
+    save("sglang.txt", &s);
+    assert!(!s.contains('\x1b'), "no ANSI escapes");
+    assert!(s.starts_with("keet explain: 5 kernels explained"), "{s}");
+    assert!(s.contains("#1  ") && s.contains("#5  "), "{s}");
+    assert!(s.contains(&report.kernels[0].kernel.name));
+    assert!(s.contains("[model]") && s.contains("[model, repaired]") && s.contains("[rules]"), "{s}");
+    let cite = &report.kernels[0].findings[0].finding.evidence[0];
+    assert!(s.contains(&format!("{} = {} {}", cite.metric, keet::rules::fmt_num(cite.value), cite.unit)), "{s}");
+    assert!(s.contains("1 model finding dropped:") && s.contains("sm__made_up_metric"), "{s}");
+    assert!(s.contains("kernel.cu:42") && s.contains("37.5% of Warp Stall Sampling"), "{s}");
+    assert!(s.contains("Summary (ranked by time"), "{s}");
+    assert!(s.contains("25 more kernels not explained"), "{s}");
+    assert!(s.contains("error: ") && s.contains("long_prefill_prof_lines_only.csv"), "{s}");
+    assert!(s.contains("(cached)"));
+    // Kernels in rank order.
+    let p1 = s.find("\n#1  ").unwrap();
+    let p2 = s.find("\n#2  ").unwrap();
+    assert!(p1 < p2);
+}
+
+#[test]
+fn markdown_report() {
+    let report = report_from("h200-moe/sglang_short_decode_raw.csv", 3);
+    let s = render_explain(&report, Format::Md).unwrap();
+    save("sglang.md", &s);
+    assert!(s.starts_with("# keet explain\n"), "{s}");
+    assert!(s.contains("## Summary") && s.contains("| # | kernel |"), "{s}");
+    assert!(s.contains("## 1. `") && s.contains("## 3. `"), "{s}");
+    assert!(s.contains("[model]") && s.contains("[rules]"));
+    assert!(s.contains("<details><summary>Facts ("));
+    // Table rows never break: every table line starts and ends with a pipe.
+    for line in s.lines().filter(|l| l.starts_with('|')) {
+        assert!(line.ends_with('|'), "broken table row: {line}");
+    }
+}
+
+fn assert_self_contained(html: &str) {
+    let lower = html.to_ascii_lowercase();
+    assert!(!lower.contains("http://") && !lower.contains("https://"), "the page refers to a URL");
+    assert!(!lower.contains("<script") && !lower.contains("<link") && !lower.contains("@import") && !lower.contains("url("));
+    // Inside every tag, `src=` / `href=` may only point at an anchor of the page.
+    for tag in lower.split('<').skip(1).map(|t| t.split('>').next().unwrap_or("")) {
+        for attr in [" src=", " href="] {
+            for (i, _) in tag.match_indices(attr) {
+                assert!(tag[i + attr.len()..].starts_with("\"#"), "{attr} not to an anchor in the page: <{tag}>");
+            }
+        }
+    }
+}
+
+#[test]
+fn html_is_self_contained_with_a_roofline() {
+    let report = report_from("h200-moe/sglang_short_decode_raw.csv", 8);
+    let s = render_explain(&report, Format::Html).unwrap();
+    save("sglang.html", &s);
+    assert!(s.starts_with("<!DOCTYPE html>"));
+    assert!(s.trim_end().ends_with("</html>"));
+    assert_self_contained(&s);
+    assert!(s.contains("<svg class=\"roofline\""), "no roofline chart");
+    assert!(s.contains("<polyline") && s.matches("<circle").count() >= 1, "roofs and dots");
+    assert!(s.contains("Kernels by time") && s.contains("class=\"bar\" style=\"width: "));
+    assert!(s.contains("<details class=\"facts\">") && s.contains("gpu__time_duration.sum"), "facts with provenance");
+    // Templated C++ names are escaped (this profile's names have `<`, `>` and `&`).
+    let name = &report.kernels.iter().find(|k| k.kernel.name.contains('<')).expect("a templated name").kernel.name;
+    assert!(!s.contains(name.as_str()));
+    assert!(s.contains("no kernel launches &lt;found&gt; &amp; nothing read"));
+}
+
+#[test]
+fn html_escapes_hostile_names_everywhere() {
+    let mut report = report_from("h200-moe/sglang_short_decode_raw.csv", 2);
+    let evil = "k<script>alert(1)</script>&\"x'<b>";
+    report.kernels[0].kernel.name = evil.into();
+    report.kernels[0].analysis.device_name = Some("GPU <i>".into());
+    report.kernels[0].findings[0].finding.claim = "claim </p><img src=x>".into();
+    report.kernels[0].verdict = "<b>bold</b> & co".into();
+    for fmt in [Format::Html, Format::Text, Format::Md, Format::Json] {
+        render_explain(&report, fmt).unwrap();
+    }
+    let s = render_explain(&report, Format::Html).unwrap();
+    assert!(!s.contains("<script") && !s.contains("<img") && !s.contains("<b>bold") && !s.contains("GPU <i>"), "unescaped markup");
+    assert!(s.contains("k&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&amp;&quot;x&#x27;&lt;b&gt;") || s.contains("k&lt;script&gt;"), "{s}");
+    assert_self_contained(&s);
+}
+
+#[test]
+fn html_without_peaks_says_so() {
+    let report = report_from("rtx4090-lashi/reduceInteger.csv", 4);
+    let s = render_explain(&report, Format::Html).unwrap();
+    save("reduceInteger.html", &s);
+    assert_self_contained(&s);
+    assert!(!s.contains("<svg"), "no chart without peaks");
+    assert!(s.contains("No roofline"));
+    for fmt in [Format::Text, Format::Md] {
+        let t = render_explain(&report, fmt).unwrap();
+        assert!(t.contains("reduceNeighbored") || t.contains("reduce"), "{t}");
+    }
+}
+
+#[test]
+fn empty_report_renders() {
+    let mut report = report_from("rtx4090-lashi/reduceInteger.csv", 0);
+    report.model = None;
+    for fmt in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render_explain(&report, fmt).unwrap();
+        assert!(!s.is_empty());
+    }
+    let t = render_explain(&report, Format::Text).unwrap();
+    assert!(t.contains("No kernels explained") && t.contains("model: none"), "{t}");
+}
+
+#[test]
+fn roofline_has_one_roof_per_device() {
+    let mut report = report_from("h200-moe/sglang_short_decode_raw.csv", 4);
+    let other = report_from("rtx3080ti-sassscope/probe_ffma_raw.csv", 3);
+    let devices: std::collections::BTreeSet<_> =
+        report.kernels.iter().chain(&other.kernels).filter_map(|k| k.analysis.device_name.clone()).collect();
+    assert_eq!(devices.len(), 2, "{devices:?}");
+    for mut k in other.kernels {
+        k.rank += 4;
+        report.kernels.push(k);
+    }
+    report.inputs.extend(other.inputs);
+    let s = render_explain(&report, Format::Html).unwrap();
+    save("two-gpus.html", &s);
+    assert_self_contained(&s);
+    assert_eq!(s.matches("<polyline").count(), 2, "one roof per device");
+    for d in &devices {
+        assert!(s.contains(&format!("{}: DRAM ", d.replace('<', "&lt;"))), "legend for {d}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(&render_explain(&report, Format::Json).unwrap()).unwrap();
+    assert_valid(&doc);
+}
