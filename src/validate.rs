@@ -211,6 +211,10 @@ pub fn numbers_in_text(text: &str) -> Vec<(String, f64)> {
 }
 
 fn check_text_numbers(ctx: &Context, field: &str, text: &str, known: &[f64], reasons: &mut Vec<String>) {
+    // Superscripts, fractions and other numeric look-alikes carry numbers past a digit check.
+    if let Some(c) = text.chars().find(|c| c.is_numeric() && !c.is_ascii_digit()) {
+        reasons.push(format!("the {field} writes a number with the character {c:?}"));
+    }
     for (s, v) in numbers_in_text(text) {
         // Percent-of-peak values are shown rounded to integers or one decimal in prose.
         let ok = known.iter().any(|&k| value_matches(v, k) || (k.abs() >= 1.0 && (k - v).abs() < 0.5 && v.fract() == 0.0))
@@ -409,6 +413,19 @@ mod tests {
             f.explanation = "It is compute bound.".into();
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|r| r.contains("compute bound")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn unicode_digits_are_caught() {
+        with_ctx(|ctx| {
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "Occupancy is \u{b9}/\u{2080} and loads waste sectors.",
+            );
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("writes a number")), "{r:?}");
         });
     }
 

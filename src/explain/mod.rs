@@ -149,7 +149,10 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
                 (cf, Some(id), true)
             }
             None => {
-                let cf = if let Some((resolved, sha)) = &model_id {
+                let cf = if la.findings.is_empty() {
+                    // Nothing the rule layer can support: the model would have nothing to cite.
+                    rules_only(launch, &la, &source_lines_all)
+                } else if let Some((resolved, sha)) = &model_id {
                     if model.is_none() {
                         let tl = Instant::now();
                         let engine = Engine::load_resolved(
@@ -327,7 +330,10 @@ fn explain_with_model(
     let g = engine.generate(&messages, &gen, Some(&schema))?;
     match serde_json::from_str::<ModelOutput>(&g.text) {
         Ok(out) => {
-            for f in out.findings {
+            for mut f in out.findings {
+                // The grammar cannot express uniqueness: drop repeated citations.
+                let mut seen = std::collections::HashSet::new();
+                f.evidence.retain(|c| seen.insert(c.metric.clone()));
                 if shown.iter().any(|s| s.finding.category == f.category) {
                     continue;
                 }
