@@ -83,13 +83,27 @@ fn main() {
 struct Run {
     prompt_s: f64,
     decode_s: f64,
+    prompt_cpu_s: f64,
+    decode_cpu_s: f64,
     out: Vec<u32>,
 }
 
+/// CPU time of this process (all threads), from /proc/self/stat (Linux; 0 elsewhere). On a busy
+/// machine, tokens per CPU-second with `--threads 1` estimate the speed on an idle core.
+fn cpu_s() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some(rest) = s.rsplit(')').next() else { return 0.0 };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn bench(fwd: &mut dyn FnMut(&[u32], usize) -> Vec<f32>, ids: &[u32], n: usize, eos: Option<u32>) -> Run {
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu_s());
     let mut logits = fwd(ids, 0);
     let prompt_s = t.elapsed().as_secs_f64();
+    let prompt_cpu_s = cpu_s() - c;
+    let c = cpu_s();
     let mut out = Vec::with_capacity(n);
     let t = Instant::now();
     for i in 0..n {
@@ -104,7 +118,7 @@ fn bench(fwd: &mut dyn FnMut(&[u32], usize) -> Vec<f32>, ids: &[u32], n: usize, 
         out.push(next);
         logits = fwd(&[next], ids.len() + i);
     }
-    Run { prompt_s, decode_s: t.elapsed().as_secs_f64(), out }
+    Run { prompt_s, decode_s: t.elapsed().as_secs_f64(), prompt_cpu_s, decode_cpu_s: cpu_s() - c, out }
 }
 
 fn report(engine: &str, threads: usize, load_s: f64, n_prompt: usize, n_gen: usize, r: Run, tok: &Tokenizer) {
@@ -119,6 +133,8 @@ fn report(engine: &str, threads: usize, load_s: f64, n_prompt: usize, n_gen: usi
             "prompt_tok_s": (n_prompt as f64 / r.prompt_s * 10.0).round() / 10.0,
             "gen_tokens": n_gen,
             "decode_tok_s": (n_gen as f64 / r.decode_s * 10.0).round() / 10.0,
+            "prompt_tok_per_cpu_s": (n_prompt as f64 / r.prompt_cpu_s.max(0.01) * 10.0).round() / 10.0,
+            "decode_tok_per_cpu_s": (n_gen as f64 / r.decode_cpu_s.max(0.01) * 10.0).round() / 10.0,
             "output_start": text,
         })
     );

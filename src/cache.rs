@@ -12,7 +12,8 @@
 //!   above [`SCHEMA_VERSION`]), gives a [`CacheError`] naming the path, never a panic.
 //!
 //! Replacing an entry (`--refresh`) deletes the old row and inserts a new one, so the refreshed
-//! analysis gets a new id and sorts as the newest in [`Cache::history`].
+//! analysis gets a new id and sorts as the newest in [`Cache::history`]. Ids are never reused
+//! (`AUTOINCREMENT`): an old id shown by `keet history` never names a different analysis later.
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -172,7 +173,7 @@ pub struct Entry {
 
 const SCHEMA_V1: &str = "
 CREATE TABLE analyses (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT UNIQUE NOT NULL,
     created_utc TEXT NOT NULL,
     file TEXT NOT NULL,
@@ -270,10 +271,42 @@ impl Cache {
         }
     }
 
-    /// Connection settings, WAL mode and the schema (created or checked in one transaction).
+    /// What the file holds: `Ok(true)` a current keet cache, `Ok(false)` an empty database (the
+    /// schema is to be created), or the reason it cannot be used.
+    fn check_schema(&self, conn: &Connection) -> Result<Result<bool, CacheError>, rusqlite::Error> {
+        // One statement, so one read snapshot: separate statements could see the header from
+        // before another process created the schema and the tables from after.
+        let (version, app_id, objects): (i64, i64, i64) = conn.query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id),
+                    (SELECT count(*) FROM sqlite_master)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let path = self.path.clone();
+        Ok(if version == 0 {
+            if objects > 0 || app_id != 0 {
+                Err(CacheError::NotACache { path, detail: format!("an SQLite database with {objects} other schema objects") })
+            } else {
+                Ok(false)
+            }
+        } else if app_id != APPLICATION_ID {
+            Err(CacheError::NotACache { path, detail: format!("SQLite application id {app_id:#x}, schema version {version}") })
+        } else if version > SCHEMA_VERSION {
+            Err(CacheError::NewerSchema { path, found: version, supported: SCHEMA_VERSION })
+        } else {
+            // (Older schema versions would be migrated here, in an IMMEDIATE transaction.)
+            Ok(true)
+        })
+    }
+
+    /// Connection settings, then: a current cache is only read (no write lock taken, so opening
+    /// never waits on writers); a foreign file is rejected before anything is written to it; an
+    /// empty file gets WAL mode and the schema, created in one transaction (checked again inside
+    /// it, as another process may have just created it).
     fn init(&self) -> Result<(), CacheError> {
         let mut conn = self.conn();
         conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.sql_err(e))?;
+        let current = with_busy_retry(|| self.check_schema(&conn)).map_err(|e| self.sql_err(e))??;
         // journal_mode=WAL is persistent in the file; switch only when needed (the switch takes an
         // exclusive lock, which several first-time openers may contend for).
         let mode: String = with_busy_retry(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))).map_err(|e| self.sql_err(e))?;
@@ -286,31 +319,20 @@ impl Cache {
             }
         }
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| self.sql_err(e))?;
-        let path = self.path.clone();
+        if current {
+            return Ok(());
+        }
         with_busy_retry(|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            let app_id: i64 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-            if version == 0 {
-                let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-                if tables > 0 || app_id != 0 {
-                    return Ok(Err(CacheError::NotACache {
-                        path: path.clone(),
-                        detail: format!("an SQLite database with {tables} other schema objects"),
-                    }));
+            match self.check_schema(&tx)? {
+                Ok(true) => {}
+                Ok(false) => {
+                    tx.execute_batch(SCHEMA_V1)?;
+                    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+                    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
                 }
-                tx.execute_batch(SCHEMA_V1)?;
-                tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            } else if app_id != APPLICATION_ID {
-                return Ok(Err(CacheError::NotACache {
-                    path: path.clone(),
-                    detail: format!("SQLite application id {app_id:#x}, schema version {version}"),
-                }));
-            } else if version > SCHEMA_VERSION {
-                return Ok(Err(CacheError::NewerSchema { path: path.clone(), found: version, supported: SCHEMA_VERSION }));
+                Err(e) => return Ok(Err(e)),
             }
-            // (Older schema versions would be migrated here, inside this transaction.)
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -597,6 +619,8 @@ mod tests {
         let c = Connection::open(&path).unwrap();
         let n: i64 = c.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'analyses'", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 0);
+        let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "delete");
     }
 
     #[test]

@@ -304,7 +304,13 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
 
     // Divergence.
     if let Some(a) = v(&f.active_threads_per_warp) {
-        if a < t::DIVERGENCE_ACTIVE_THREADS {
+        // Lanes missing because the block is not a multiple of 32 are the block-size rule's, not divergence:
+        // compare against the most threads a warp of this block can have active.
+        let full = v(&f.block_threads)
+            .filter(|b| *b > 0.0)
+            .map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE))
+            .unwrap_or(t::WARP_SIZE);
+        if a < t::DIVERGENCE_ACTIVE_THREADS * full / t::WARP_SIZE {
             let mut facts = vec!["active_threads_per_warp"];
             if f.branch_uniform_pct.is_some() {
                 facts.push("branch_uniform_pct");
@@ -315,7 +321,7 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
                 format!("Warps run with {} of 32 threads active on average.", fmt_num(a)),
                 "Make branch conditions uniform across a warp (branch on warp index, sort or compact work) and avoid per-thread early exits.",
                 facts,
-                Some(100.0 * (1.0 - a / 32.0)),
+                Some(100.0 * (1.0 - a / full)),
             );
         }
     }
@@ -425,7 +431,8 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
                 format!("The FP64 pipe is {}% busy and limits the kernel.", fmt_num(p)),
                 "Use FP32 where the precision allows (FP64 throughput is a small fraction of FP32 on most GPUs).",
                 vec!["fp64_pipe_pct"],
-                None,
+                // Rough upper bound: half the time the FP64 pipe is busy.
+                Some(p * 0.5),
             );
         }
     }
@@ -445,7 +452,8 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
                     format!("The kernel is compute bound but the tensor pipe is only {}% busy.", fmt_num(tp)),
                     "Express the inner loop as matrix multiply-accumulate on tensor cores (WMMA/MMA, cuBLAS, CUTLASS) with FP16/BF16/TF32 inputs.",
                     facts,
-                    None,
+                    // Rough upper bound: half the SM-busy time.
+                    v(&f.sm_throughput_pct).map(|s| s * 0.5),
                 );
             }
         }
@@ -462,7 +470,8 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
                 format!("The L2 atomic unit is {}% busy: atomics contend.", fmt_num(a)),
                 "Aggregate in registers or shared memory first (warp reductions), then issue one atomic per warp or block.",
                 facts,
-                None,
+                // Rough upper bound: half the time the busiest L2 atomic unit is busy.
+                Some(a * 0.5),
             );
         }
     }

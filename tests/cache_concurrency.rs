@@ -276,3 +276,112 @@ fn killed_writer_leaves_only_complete_entries() {
     }
     eprintln!("after 1 mid-transaction kill and 3 stream kills: {total} entries, all whole, integrity ok");
 }
+
+fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel)
+}
+
+/// The `--stats` line `keet explain` prints on standard error.
+fn explain_stats(stderr: &[u8]) -> serde_json::Value {
+    let s = String::from_utf8_lossy(stderr);
+    let line = s.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no --stats line in: {s}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// Four real `keet explain` processes (rule-only, so no model is needed) at once against one
+/// cache file, three rounds (the last two with `--refresh`, so every round writes every entry).
+/// Each explains its own profile plus one profile all four share, so they also race on the same
+/// keys. Afterwards a serial run of each input set answers every kernel from the cache.
+#[test]
+fn four_keet_explain_processes_share_one_cache_file() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("analyses.sqlite3");
+    let common = corpus("rtx4090-lashi/reduceInteger.csv");
+    let own = ["rtx4090-lashi/smemSquare.ncu-rep", "h200-moe/decode_c1.ncu-rep", "rtx4090-lashi/simpleDivergence.ncu-rep", "rtx4090-lashi/transpose.ncu-rep"];
+    // Output goes to files (a full pipe would stall a child while its exit is polled for).
+    let out_path = |i: usize, what: &str| dir.path().join(format!("p{i}.{what}"));
+    let run = |i: usize, refresh: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_keet"));
+        c.args(["explain", "--no-llm", "--top", "50", "--coverage", "100", "--format", "json", "--stats"])
+            .arg(corpus(own[i]))
+            .arg(&common)
+            .env("KEET_CACHE", &cache)
+            .stdout(std::fs::File::create(out_path(i, "stdout")).unwrap())
+            .stderr(std::fs::File::create(out_path(i, "stderr")).unwrap());
+        if refresh {
+            c.arg("--refresh");
+        }
+        c
+    };
+    let output = |i: usize, mut c: Child| {
+        let status = c.wait().unwrap();
+        std::process::Output { status, stdout: std::fs::read(out_path(i, "stdout")).unwrap(), stderr: std::fs::read(out_path(i, "stderr")).unwrap() }
+    };
+    let t0 = Instant::now();
+    let mut overlapped_rounds = 0;
+    let mut writes = 0u64;
+    for round in 0..3 {
+        let mut children: Vec<(Instant, Child)> = (0..4).map(|i| (Instant::now(), run(i, round > 0).spawn().unwrap())).collect();
+        // Exit times to the millisecond (polling), to tell whether all four ran at once.
+        let mut ended: Vec<Option<Instant>> = vec![None; 4];
+        while ended.iter().any(Option::is_none) {
+            for (i, (_, c)) in children.iter_mut().enumerate() {
+                if ended[i].is_none() && c.try_wait().unwrap().is_some() {
+                    ended[i] = Some(Instant::now());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut spans = vec![];
+        for (i, (started, c)) in children.into_iter().enumerate() {
+            spans.push((started, ended[i].unwrap()));
+            let out = output(i, c);
+            assert!(out.status.success(), "round {round}, process {i}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+            let stats = explain_stats(&out.stderr);
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let kernels = report["kernels"].as_array().unwrap();
+            assert!(!kernels.is_empty());
+            assert_eq!(stats["kernels_explained"].as_u64().unwrap() as usize, kernels.len());
+            writes += kernels.len() as u64 - stats["kernels_from_cache"].as_u64().unwrap();
+            if round > 0 {
+                assert_eq!(stats["kernels_from_cache"], 0, "--refresh recomputes");
+            }
+        }
+        let last_start = spans.iter().map(|s| s.0).max().unwrap();
+        let first_end = spans.iter().map(|s| s.1).min().unwrap();
+        if last_start < first_end {
+            overlapped_rounds += 1;
+        }
+    }
+    let elapsed = t0.elapsed();
+
+    // Nothing lost: every input set is answered entirely from the cache, and the cache holds
+    // exactly the distinct analyses those runs name.
+    let mut ids = std::collections::BTreeSet::new();
+    for i in 0..4 {
+        let out = output(i, run(i, false).spawn().unwrap());
+        assert!(out.status.success());
+        let stats = explain_stats(&out.stderr);
+        assert_eq!(stats["kernels_from_cache"], stats["kernels_explained"], "input set {i}: entries lost");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for k in report["kernels"].as_array().unwrap() {
+            assert_eq!(k["cached"], true);
+            ids.insert(k["cache_id"].as_i64().unwrap());
+        }
+    }
+    let db = Cache::open(&cache).unwrap();
+    assert_eq!(db.integrity_check().unwrap(), "ok");
+    assert_eq!(db.len().unwrap(), ids.len(), "stray or duplicate entries");
+    for id in &ids {
+        let e = db.show(*id).unwrap().expect("listed id present");
+        serde_json::from_str::<serde_json::Value>(&e.report_json).expect("stored report is whole JSON");
+    }
+    eprintln!(
+        "4 keet explain processes x 3 rounds: {writes} cache writes, {} distinct analyses, none lost, in {:.2} s ({overlapped_rounds}/3 rounds with all 4 alive at once)",
+        ids.len(),
+        elapsed.as_secs_f64()
+    );
+}

@@ -30,12 +30,12 @@ fn greedy_generation_is_deterministic_and_prefix_reuse_is_exact() {
     // Same request again: identical tokens, and (almost) the whole prompt comes from the KV cache.
     let b = e.generate(&q1, &opts, None).unwrap();
     assert_eq!(a.tokens, b.tokens, "greedy decoding must be deterministic");
-    assert!(b.timings.reused_tokens + 64 >= b.timings.prompt_tokens, "{:?}", b.timings);
+    assert!(b.timings.reused_tokens + 32 >= b.timings.prompt_tokens, "{:?}", b.timings);
 
     // A different user message with the same system prompt: the shared prefix is reused,
     // and the output equals a cold run of the same request.
     let c = e.generate(&q2, &opts, None).unwrap();
-    assert!(c.timings.reused_tokens >= 64, "system prompt not reused: {:?}", c.timings);
+    assert!(c.timings.reused_tokens >= 32, "system prompt not reused: {:?}", c.timings);
     let d = e.generate(&q2, &opts, None).unwrap();
     e.reset();
     let cold = e.generate(&q2, &opts, None).unwrap();

@@ -2,9 +2,13 @@
 //!
 //! Expected launch counts, names, launch dimensions and durations were read independently: with
 //! a separate throw-away protobuf dumper (Python, generic wire-format walk) and from the CSV
-//! exports ncu wrote for the same runs (`raw.csv`, `details.csv`, `decode_c1_details.csv`).
-//! The CSV twins are parsed here with the `csv` crate and simple string handling, so these tests
-//! do not depend on keet's own CSV reader; `csv_reader_twin_agrees` additionally compares with it.
+//! exports ncu wrote for the same runs (`raw.csv`, `details.csv`, `source_sass.csv`,
+//! `decode_c1_details.csv`). Most twin comparisons parse the CSV here with the `csv` crate and
+//! simple string handling, so they do not depend on keet's own CSV reader;
+//! `csv_reader_twin_agrees` and `details_pages_through_csv_reader_agree` additionally compare
+//! with it (both readers must agree metric by metric).
+//!
+//! Without the corpus (a checkout without `../shared`), the tests print a note and pass.
 
 use approx::relative_eq;
 use keet::profile::units::{normalize_unit, parse_number, NumberLocale};
@@ -749,6 +753,72 @@ fn csv_reader_twin_agrees() {
         compared += 1;
     }
     assert!(compared >= 550, "only {compared} metrics compared");
+}
+
+/// A details page through keet's CSV reader (display labels mapped to raw names by
+/// `profile::names`): every metric both sides have must agree within the page's display rounding.
+fn details_through_csv_reader(report_rel: &str, details_rel: &str) -> usize {
+    let rep = report(report_rel);
+    let csv = profile::read_path(&corpus(details_rel))
+        .unwrap_or_else(|e| panic!("keet's CSV reader cannot read {details_rel}: {e}"));
+    assert_eq!(csv.launches.len(), rep.launches.len());
+    let (mut compared, mut failures) = (0, Vec::new());
+    for (a, b) in rep.launches.iter().zip(&csv.launches) {
+        assert_eq!(
+            (a.grid_size, a.block_size),
+            (b.grid_size, b.block_size),
+            "launch {}",
+            a.id
+        );
+        for (name, m) in &b.metrics {
+            let (Some(want), Some(got)) =
+                (m.as_f64(), a.metrics.get(name).and_then(|x| x.as_f64()))
+            else {
+                continue;
+            };
+            // Details pages print 2 decimals (or 3 significant digits) in the displayed unit.
+            let (factor, _) = normalize_unit(&m.raw_unit);
+            if !relative_eq!(
+                got,
+                want,
+                epsilon = 0.005 * factor * 1.0001 + 1e-9,
+                max_relative = 0.005
+            ) {
+                failures.push(format!(
+                    "launch {} {name}: report {got} vs CSV {} {}",
+                    a.id, m.raw_value, m.raw_unit
+                ));
+            }
+            compared += 1;
+        }
+    }
+    eprintln!(
+        "{details_rel}: {compared} metric values compared; disagreements:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} disagree",
+        failures.len()
+    );
+    compared
+}
+
+#[test]
+fn details_pages_through_csv_reader_agree() {
+    if !corpus_present() {
+        return;
+    }
+    let n = details_through_csv_reader(
+        "h200-moe/decode_c1.ncu-rep",
+        "h200-moe/decode_c1_details.csv",
+    );
+    assert!(n >= 20 * 20, "only {n} compared");
+    let n = details_through_csv_reader(
+        "rtx3060-sassscope/profile.ncu-rep",
+        "rtx3060-sassscope/details.csv",
+    );
+    assert!(n >= 20, "only {n} compared");
 }
 
 /// `cargo test --release --test ncu_rep_corpus -- --ignored --nocapture time_` prints the parse time.

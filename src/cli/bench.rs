@@ -134,7 +134,9 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     // Constraint mask time over a constrained generation.
     let prep_s = engine.prepare_constraints()?;
     let schema = bench_schema();
-    let opts = GenerateOptions { max_tokens: a.tokens.max(16), ..Default::default() };
+    // The schema's hard bound as budget: the output is always complete (it ends long before).
+    let bound = crate::llm::constraint::max_tokens_bound(&schema).map_err(anyhow::Error::msg)?;
+    let opts = GenerateOptions { max_tokens: bound, ..Default::default() };
     let g = engine.generate(
         &[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))],
         &opts,

@@ -80,6 +80,16 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<i32> {
         }
         None => None,
     };
+    if let Some(s) = &schema {
+        match crate::llm::constraint::max_tokens_bound(s) {
+            Ok(b) if b > a.max_tokens => eprintln!(
+                "keet: warning: output valid against this schema can take up to {b} tokens; with --max-tokens {} it may be cut short",
+                a.max_tokens
+            ),
+            Ok(_) => {}
+            Err(why) => eprintln!("keet: warning: the schema is unbounded ({why}); output may be cut short by --max-tokens"),
+        }
+    }
     let mut engine = Engine::load(&a.model.engine_options())?;
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,

@@ -1,5 +1,7 @@
 //! `keet history` (list past analyses kept in the cache) and `keet show ID` (print one again,
-//! without the profile or the model).
+//! without the profile or the model). `show` prints the stored single-kernel explain report with
+//! the kernel marked `cached` and `cache_id = ID`, rendered by the explain templates exactly as
+//! `keet explain` renders it (text, md) or as JSON. Neither command creates a cache file.
 
 use crate::cache::{Cache, CacheError, HistoryRow};
 use anyhow::Context;
@@ -46,7 +48,7 @@ pub struct ShowArgs {
     /// The cache file (default: keet's cache dir, `analyses.sqlite3`).
     #[arg(long, env = "KEET_CACHE", value_name = "PATH")]
     pub cache: Option<PathBuf>,
-    /// Output format (json prints the stored report as is).
+    /// Output format (json: the stored `keet.explain/1` report, marked as coming from the cache).
     #[arg(long, short = 'f', value_enum, default_value_t = ShowFormat::Text)]
     pub format: ShowFormat,
     /// Write to this file instead of standard output (written atomically).
@@ -244,9 +246,8 @@ pub fn show_context(report: &serde_json::Value) -> serde_json::Value {
     let mut by_gain: Vec<usize> = (0..kernels.len()).filter(|&i| gain(&kernels[i]).is_some()).collect();
     by_gain.sort_by(|&a, &b| gain(&kernels[b]).unwrap().total_cmp(&gain(&kernels[a]).unwrap()).then(rank(&kernels[a]).cmp(&rank(&kernels[b]))));
     let (mut model, mut rules, mut dropped, mut explained_ns) = (0usize, 0usize, 0usize, 0f64);
-    for i in 0..kernels.len() {
+    for (i, k) in kernels.iter_mut().enumerate() {
         let gain_rank = by_gain.iter().position(|&j| j == i).map(|p| json!(p + 1)).unwrap_or(Value::Null);
-        let k = &mut kernels[i];
         let facts = k.pointer("/analysis/facts").cloned().unwrap_or(Value::Null);
         let findings = k.get("findings").and_then(Value::as_array).cloned().unwrap_or_default();
         let m = findings.iter().filter(|f| f.get("origin").and_then(Value::as_str) != Some("rules")).count();
@@ -335,7 +336,7 @@ mod tests {
         assert!(lines[0].starts_with("ID  DATE (UTC)"), "{t}");
         assert!(lines[1].starts_with("12  2026-11-22 17:52  qwen2.5-coder-1.5b"), "{t}");
         assert!(lines[2].starts_with(" 3  2026-11-21 08:00  none"), "{t}");
-        assert!(lines[1].contains("void gemm<float, 128, 128>(float const*, ..."), "{t}");
+        assert!(lines[1].contains("void gemm<float, 128, 128>(float cons...  "), "{t}");
         assert!(lines[1].ends_with("runs/a.ncu-rep") && lines[2].ends_with("b.csv"), "{t}");
         // Columns line up: the kernel column starts at the same offset on every row.
         let col = lines[0].find("KERNEL").unwrap();

@@ -299,7 +299,7 @@ impl Inner {
 /// Tokens handed to the model per call. Prompts always run in chunks at multiples of this size from
 /// position 0, so a KV prefix restored from a snapshot equals the one a cold run computes, bit for bit
 /// (prefix reuse never changes the output). The engine aligns its reuse points to it.
-pub const CHUNK: usize = 64;
+pub const CHUNK: usize = 32;
 /// Most KV-cache snapshots kept for prefix reuse.
 const MAX_SNAPSHOTS: usize = 4;
 

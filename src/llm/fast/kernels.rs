@@ -126,6 +126,78 @@ pub fn dot_rows(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32],
     }
 }
 
+/// Converts `rows` (a multiple of 8) plain rows into the 8-row interleaved layout used by
+/// [`dot_rows_x8`]: for each group of 8 rows and each block index, the 8 scales (f16), then for
+/// Q4_1 the 8 minimums (f16), then the 8 rows' quant bytes. Same size as the plain layout.
+pub fn interleave_x8(fmt: QType, plain: &[u8], rows: usize, k: usize) -> Vec<u8> {
+    assert!(rows % 8 == 0);
+    let bb = fmt.block_bytes();
+    let nb = k / QK;
+    let hdr = if fmt == QType::Q4_1 { 4 } else { 2 };
+    let qb = bb - hdr;
+    let mut out = vec![0u8; plain.len()];
+    for g in 0..rows / 8 {
+        for b in 0..nb {
+            let dst = &mut out[(g * nb + b) * 8 * bb..(g * nb + b + 1) * 8 * bb];
+            for r in 0..8 {
+                let src = &plain[((g * 8 + r) * nb + b) * bb..((g * 8 + r) * nb + b + 1) * bb];
+                dst[2 * r..2 * r + 2].copy_from_slice(&src[0..2]);
+                if fmt == QType::Q4_1 {
+                    dst[16 + 2 * r..16 + 2 * r + 2].copy_from_slice(&src[2..4]);
+                }
+                let q0 = 8 * hdr + r * qb;
+                dst[q0..q0 + qb].copy_from_slice(&src[hdr..]);
+            }
+        }
+    }
+    out
+}
+
+/// Copies row `r` of an 8-row interleaved matrix back into plain block layout (`out`: one row).
+pub fn deinterleave_row_x8(fmt: QType, data: &[u8], r: usize, k: usize, out: &mut [u8]) {
+    let bb = fmt.block_bytes();
+    let nb = k / QK;
+    let hdr = if fmt == QType::Q4_1 { 4 } else { 2 };
+    let qb = bb - hdr;
+    let (g, ri) = (r / 8, r % 8);
+    for b in 0..nb {
+        let src = &data[(g * nb + b) * 8 * bb..(g * nb + b + 1) * 8 * bb];
+        let dst = &mut out[b * bb..(b + 1) * bb];
+        dst[0..2].copy_from_slice(&src[2 * ri..2 * ri + 2]);
+        if fmt == QType::Q4_1 {
+            dst[2..4].copy_from_slice(&src[16 + 2 * ri..16 + 2 * ri + 2]);
+        }
+        let q0 = 8 * hdr + ri * qb;
+        dst[hdr..].copy_from_slice(&src[q0..q0 + qb]);
+    }
+}
+
+/// Like [`dot_rows`] for a matrix in the 8-row interleaved layout; `w` starts at a group
+/// boundary and `out.len()` is a multiple of 8.
+pub fn dot_rows_x8(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32], out: &mut [f32], simd: bool) {
+    let rb = fmt.row_bytes(k);
+    assert!(out.len() % 8 == 0 && w.len() >= rb * out.len() && qs.len() >= k && d.len() >= k / QK && s.len() >= k / QK);
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` implies AVX2/FMA/F16C; bounds asserted above (the kernels read exactly
+        // `rb * out.len()` bytes of `w`, `k` activations and `k/32` scales).
+        unsafe {
+            match fmt {
+                QType::Q4_1 => avx::dot_x8_q4_1(w, k, qs, d, s, out),
+                QType::Q4_0 => avx::dot_x8_q4_0(w, k, qs, d, s, out),
+                QType::Q8_0 => avx::dot_x8_q8_0(w, k, qs, d, out),
+            }
+        }
+        return;
+    }
+    let _ = simd;
+    let mut row = vec![0u8; rb];
+    for (r, o) in out.iter_mut().enumerate() {
+        deinterleave_row_x8(fmt, w, r, k, &mut row);
+        *o = dot_row_scalar(fmt, &row, qs, d, s);
+    }
+}
+
 pub fn dot_row_scalar(fmt: QType, row: &[u8], qs: &[i8], d: &[f32], s: &[f32]) -> f32 {
     let bb = fmt.block_bytes();
     let nb = row.len() / bb;
@@ -319,6 +391,95 @@ mod avx {
     unsafe fn dot_u8i8(w: __m256i, a: __m256i) -> __m256 {
         let p16 = _mm256_maddubs_epi16(w, a);
         _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+    }
+
+    /// Horizontal sums of 8 vectors of 8 i32: lane r of the result = Σ lanes of `v[r]`.
+    #[inline(always)]
+    unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
+        let h01 = _mm256_hadd_epi32(v[0], v[1]);
+        let h23 = _mm256_hadd_epi32(v[2], v[3]);
+        let h45 = _mm256_hadd_epi32(v[4], v[5]);
+        let h67 = _mm256_hadd_epi32(v[6], v[7]);
+        let a = _mm256_hadd_epi32(h01, h23);
+        let b = _mm256_hadd_epi32(h45, h67);
+        let lo = _mm256_permute2x128_si256(a, b, 0x20);
+        let hi = _mm256_permute2x128_si256(a, b, 0x31);
+        _mm256_add_epi32(lo, hi)
+    }
+
+    #[inline(always)]
+    unsafe fn madd_u8i8(w: __m256i, a: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_x8_q4_1(w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32], out: &mut [f32]) {
+        let nb = k / QK;
+        let zero = _mm256_setzero_si256();
+        for (g, o) in out.chunks_exact_mut(8).enumerate() {
+            let mut acc = _mm256_setzero_ps();
+            let mut macc = _mm256_setzero_ps();
+            for b in 0..nb {
+                let p = w.as_ptr().add((g * nb + b) * 160);
+                let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK) as *const __m256i);
+                let d8 = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+                let m8 = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16) as *const __m128i));
+                macc = _mm256_fmadd_ps(m8, _mm256_set1_ps(*s.get_unchecked(b)), macc);
+                let mut v = [zero; 8];
+                for (r, vr) in v.iter_mut().enumerate() {
+                    *vr = madd_u8i8(nibbles(p.add(32 + 16 * r)), a);
+                }
+                let sums = _mm256_cvtepi32_ps(reduce8(&v));
+                acc = _mm256_fmadd_ps(sums, _mm256_mul_ps(d8, _mm256_set1_ps(*d.get_unchecked(b))), acc);
+            }
+            _mm256_storeu_ps(o.as_mut_ptr(), _mm256_add_ps(acc, macc));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_x8_q4_0(w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32], out: &mut [f32]) {
+        let nb = k / QK;
+        let zero = _mm256_setzero_si256();
+        for (g, o) in out.chunks_exact_mut(8).enumerate() {
+            let mut acc = _mm256_setzero_ps();
+            let mut macc = _mm256_setzero_ps();
+            for b in 0..nb {
+                let p = w.as_ptr().add((g * nb + b) * 144);
+                let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK) as *const __m256i);
+                let d8 = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+                macc = _mm256_fmadd_ps(d8, _mm256_set1_ps(-8.0 * *s.get_unchecked(b)), macc);
+                let mut v = [zero; 8];
+                for (r, vr) in v.iter_mut().enumerate() {
+                    *vr = madd_u8i8(nibbles(p.add(16 + 16 * r)), a);
+                }
+                let sums = _mm256_cvtepi32_ps(reduce8(&v));
+                acc = _mm256_fmadd_ps(sums, _mm256_mul_ps(d8, _mm256_set1_ps(*d.get_unchecked(b))), acc);
+            }
+            _mm256_storeu_ps(o.as_mut_ptr(), _mm256_add_ps(acc, macc));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_x8_q8_0(w: &[u8], k: usize, qs: &[i8], d: &[f32], out: &mut [f32]) {
+        let nb = k / QK;
+        let zero = _mm256_setzero_si256();
+        for (g, o) in out.chunks_exact_mut(8).enumerate() {
+            let mut acc = _mm256_setzero_ps();
+            for b in 0..nb {
+                let p = w.as_ptr().add((g * nb + b) * 272);
+                let a = _mm256_loadu_si256(qs.as_ptr().add(b * QK) as *const __m256i);
+                let d8 = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+                let mut v = [zero; 8];
+                for (r, vr) in v.iter_mut().enumerate() {
+                    let wr = _mm256_loadu_si256(p.add(16 + 32 * r) as *const __m256i);
+                    // |w| as u8 times sign-adjusted a: see dot_rows_q8_0 for the range argument.
+                    *vr = madd_u8i8(_mm256_sign_epi8(wr, wr), _mm256_sign_epi8(a, wr));
+                }
+                let sums = _mm256_cvtepi32_ps(reduce8(&v));
+                acc = _mm256_fmadd_ps(sums, _mm256_mul_ps(d8, _mm256_set1_ps(*d.get_unchecked(b))), acc);
+            }
+            _mm256_storeu_ps(o.as_mut_ptr(), acc);
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -628,6 +789,37 @@ mod tests {
                     let scale: f64 = wr.iter().zip(&xa).map(|(w, x)| (*w as f64 * x).abs()).sum::<f64>() + 1e-3;
                     assert!(((fast[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} fast {} ref {reference}", fast[r]);
                     assert!(((scalar[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} scalar {} ref {reference}", scalar[r]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn interleaved_dots_match_plain() {
+        let mut rng = Rng(99);
+        for fmt in [QType::Q4_1, QType::Q4_0, QType::Q8_0] {
+            for k in [32, 576, 1536] {
+                let rows = 24;
+                let w = random_rows(fmt, rows, k, &mut rng);
+                let x8 = interleave_x8(fmt, &w, rows, k);
+                let rb = fmt.row_bytes(k);
+                let mut back = vec![0u8; rb];
+                for r in 0..rows {
+                    deinterleave_row_x8(fmt, &x8, r, k, &mut back);
+                    assert_eq!(&back[..], &w[r * rb..(r + 1) * rb]);
+                }
+                let x: Vec<f32> = (0..k).map(|_| rng.f() * 3.0).collect();
+                let mut a = QAct::default();
+                a.quantize(&x, k);
+                let mut plain = vec![0f32; rows];
+                dot_rows(fmt, &w, k, &a.qs, &a.d, &a.s, &mut plain, false);
+                for simd in [false, has_avx2()] {
+                    let mut got = vec![0f32; rows];
+                    dot_rows_x8(fmt, &x8, k, &a.qs, &a.d, &a.s, &mut got, simd);
+                    for r in 0..rows {
+                        let tol = 1e-5 * (plain[r].abs() + 1.0) * (k as f32 / 32.0);
+                        assert!((got[r] - plain[r]).abs() <= tol, "{fmt:?} k={k} r={r} simd={simd}: {} vs {}", got[r], plain[r]);
+                    }
                 }
             }
         }

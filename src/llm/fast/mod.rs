@@ -40,6 +40,8 @@ pub struct QMat {
     rows: usize,
     cols: usize,
     data: Vec<u8>,
+    /// Rows stored in the 8-row interleaved layout of [`kernels::interleave_x8`].
+    x8: bool,
 }
 
 impl QMat {
@@ -59,7 +61,28 @@ impl QMat {
         for p in parts {
             data.extend_from_slice(&p.data);
         }
-        Ok(QMat { fmt, rows, cols, data })
+        Ok(QMat { fmt, rows, cols, data, x8: false })
+    }
+
+    /// Switches to the 8-row interleaved layout (when the row count allows it).
+    fn interleaved(mut self) -> QMat {
+        if !self.x8 && self.rows % 8 == 0 {
+            self.data = kernels::interleave_x8(self.fmt, &self.data, self.rows, self.cols);
+            self.x8 = true;
+        }
+        self
+    }
+
+    /// Dequantizes row `r` into `out` (`tmp`: scratch of one row's bytes, for the interleaved layout).
+    fn dequant_row(&self, r: usize, out: &mut [f32], tmp: &mut Vec<u8>) {
+        let rb = self.row_bytes();
+        if self.x8 {
+            tmp.resize(rb, 0);
+            kernels::deinterleave_row_x8(self.fmt, &self.data, r, self.cols, tmp);
+            kernels::dequant_row(self.fmt, tmp, out);
+        } else {
+            kernels::dequant_row(self.fmt, &self.data[r * rb..(r + 1) * rb], out);
+        }
     }
 }
 
@@ -179,9 +202,9 @@ impl FastLlama {
                 return Err(msg("fast llama: partial rotary embeddings are not supported"));
             }
         }
-        let embd = load_matrix(&ct, &mut file, "token_embd.weight")?;
+        let embd = load_matrix(&ct, &mut file, "token_embd.weight")?.interleaved();
         let output = if ct.tensor_infos.contains_key("output.weight") {
-            Some(load_matrix(&ct, &mut file, "output.weight")?)
+            Some(load_matrix(&ct, &mut file, "output.weight")?.interleaved())
         } else {
             None
         };
@@ -192,10 +215,10 @@ impl FastLlama {
             let attn_norm = load_vec(&ct, &mut file, &format!("{p}.attn_norm.weight"))?;
             let ffn_norm = load_vec(&ct, &mut file, &format!("{p}.ffn_norm.weight"))?;
             let mut m = |s: &str| load_matrix(&ct, &mut file, &format!("{p}.{s}.weight"));
-            let wqkv = QMat::concat(vec![m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
-            let wo = m("attn_output")?;
-            let wgu = QMat::concat(vec![m("ffn_gate")?, m("ffn_up")?])?;
-            let wdown = m("ffn_down")?;
+            let wqkv = QMat::concat(vec![m("attn_q")?, m("attn_k")?, m("attn_v")?])?.interleaved();
+            let wo = m("attn_output")?.interleaved();
+            let wgu = QMat::concat(vec![m("ffn_gate")?, m("ffn_up")?])?.interleaved();
+            let wdown = m("ffn_down")?.interleaved();
             let kv_dim = cfg.n_kv_head * cfg.head_dim;
             if wqkv.rows != cfg.dim + 2 * kv_dim
                 || wqkv.cols != cfg.dim
@@ -267,8 +290,7 @@ impl FastLlama {
         if t >= self.embd.rows {
             return Err(msg(format!("token id {t} out of range")));
         }
-        let rb = self.embd.row_bytes();
-        kernels::dequant_row(self.embd.fmt, &self.embd.data[t * rb..(t + 1) * rb], out);
+        self.embd.dequant_row(t, out, &mut Vec::new());
         Ok(())
     }
 
@@ -471,11 +493,11 @@ fn load_matrix<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -
         let mut data = vec![0u8; rows * fmt.row_bytes(cols)];
         r.seek(SeekFrom::Start(ct.tensor_data_offset + info.offset)).map_err(|e| msg(format!("read {name}: {e}")))?;
         r.read_exact(&mut data).map_err(|e| msg(format!("read {name}: {e}")))?;
-        return Ok(QMat { fmt, rows, cols, data });
+        return Ok(QMat { fmt, rows, cols, data, x8: false });
     }
     let t = ct.tensor(r, name, &Device::Cpu)?.dequantize(&Device::Cpu)?;
     let v = t.flatten_all()?.to_vec1::<f32>()?;
-    Ok(QMat { fmt: QType::Q8_0, rows, cols, data: quantize_q8_0(&v) })
+    Ok(QMat { fmt: QType::Q8_0, rows, cols, data: quantize_q8_0(&v), x8: false })
 }
 
 /// f32 -> GGUF Q8_0 blocks (round to nearest; scale stored as f16).
@@ -580,7 +602,8 @@ fn gemv(pool: &Pool, w: &QMat, qa: &QAct, t_n: usize, out: &mut [f32], simd: boo
             // SAFETY: chunk `ci` writes only rows r0..r1 of token t; chunks are disjoint and `out`
             // (t_n * n long, checked above) outlives the run.
             let o = unsafe { op.slice(t * n + r0, r1 - r0) };
-            kernels::dot_rows(
+            let f = if w.x8 { kernels::dot_rows_x8 } else { kernels::dot_rows };
+            f(
                 w.fmt,
                 &w.data[r0 * rb..r1 * rb],
                 k,
@@ -598,7 +621,6 @@ fn gemv(pool: &Pool, w: &QMat, qa: &QAct, t_n: usize, out: &mut [f32], simd: boo
 fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
     let (n, k) = (w.rows, w.cols);
     assert!(xt.len() >= k * tp && out.len() >= n * tp && tp % 16 == 0);
-    let rb = w.row_bytes();
     let cr = chunk_rows(n, pool.threads(), 6, 6, 48);
     let op = SyncPtr::new(out);
     pool.run(n.div_ceil(cr), &|ci| {
@@ -611,9 +633,9 @@ fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: boo
         SCRATCH.with(|s| {
             let mut buf = s.borrow_mut();
             buf.resize(nr * k, 0.0);
+            let mut tmp = Vec::new();
             for r in 0..nr {
-                let row = &w.data[(r0 + r) * rb..(r0 + r + 1) * rb];
-                kernels::dequant_row(w.fmt, row, &mut buf[r * k..(r + 1) * k]);
+                w.dequant_row(r0 + r, &mut buf[r * k..(r + 1) * k], &mut tmp);
             }
             for t0 in (0..tp).step_by(16) {
                 for g in (0..nr).step_by(6) {

@@ -4,17 +4,20 @@
 //!
 //! | export | header | reader |
 //! |---|---|---|
-//! | `--page details` | `"ID",...,"Section Name",["Body Item Label",]"Metric Name","Metric Unit","Metric Value"[,"Rule Name",...]` | [`long`] |
-//! | `--metrics ...` | same columns, section `Command line profiler metrics` | [`long`] |
-//! | `--page raw` | `"ID",...,"CC",<raw metric names...>` then a units row | [`wide`] |
-//! | `--page source` | preamble (`"Kernel Name","k"` or `"File Path"`/`"Function Name"`), then `"Address",...` or `"Line No",...` | [`source`] |
-//! | GUI "export raw" | BOM, transposed: `ID,0,1,2` then `metric [unit],v0,v1,v2` | [`ui_export`] |
+//! | `--page details` | `"ID",...,"Section Name",["Body Item Label",]"Metric Name","Metric Unit","Metric Value"[,"Rule Name",...]` | `long` |
+//! | `--metrics ...` | same columns, section `Command line profiler metrics` | `long` |
+//! | `--page raw` | `"ID",...,"CC",<raw metric names...>` then a units row | `wide` |
+//! | `--page source` | preamble (`"Kernel Name","k"` or `"File Path"`/`"Function Name"`), then `"Address",...` or `"Line No",...` | `source` |
+//! | GUI "export raw" | BOM, transposed: `ID,0,1,2` then `metric [unit],v0,v1,v2` | `ui_export` |
 //!
 //! Columns are found by name. Lines that are not part of the table are skipped and reported in
 //! [`Profile::notes`] with their line numbers: ncu's own `==PROF==`/`==WARNING==`/`==ERROR==`
 //! lines, application output printed into the same stream, repeated header lines. Reading stops at
 //! an appended Python traceback (noted). A file without a table is [`ProfileError::Empty`] saying
 //! what was found; a row that cannot be understood is [`ProfileError::Csv`] with its line.
+//!
+//! Text: UTF-8 (a BOM is dropped; invalid bytes become U+FFFD, noted) or UTF-16 (a PowerShell
+//! redirect), decoded first.
 //!
 //! Numbers: the locale is detected once per file (decimal comma or decimal point with thousands
 //! separators), units are normalised per row (see [`super::units`]). Launches keep the order of
@@ -38,8 +41,14 @@ pub use source::attach_source;
 /// Reads a CSV export (any page) from memory. `path` is used in messages and stored in the profile.
 pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
     let mut notes = Vec::new();
-    let text = String::from_utf8_lossy(bytes);
-    if matches!(text, Cow::Owned(_)) {
+    let text = match utf16(bytes) {
+        Some(t) => {
+            notes.push("the file is UTF-16 (e.g. redirected by PowerShell); decoded".to_string());
+            Cow::Owned(t)
+        }
+        None => String::from_utf8_lossy(bytes),
+    };
+    if matches!(text, Cow::Owned(_)) && notes.is_empty() {
         notes.push("the file is not valid UTF-8: invalid bytes were replaced by U+FFFD".to_string());
     }
     let (body, had_bom) = match text.strip_prefix('\u{feff}') {
@@ -61,6 +70,32 @@ pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
         });
     }
     Ok(profile)
+}
+
+/// Decodes UTF-16 text (with a byte-order mark, or ASCII-looking text with every other byte zero).
+fn utf16(bytes: &[u8]) -> Option<String> {
+    let (le, body) = if let Some(b) = bytes.strip_prefix(&[0xff, 0xfe]) {
+        (true, b)
+    } else if let Some(b) = bytes.strip_prefix(&[0xfe, 0xff]) {
+        (false, b)
+    } else {
+        let head = &bytes[..bytes.len().min(256)];
+        if head.len() < 8 || head.len() % 2 != 0 {
+            return None;
+        }
+        let zeros_odd = head.iter().skip(1).step_by(2).filter(|&&b| b == 0).count();
+        let zeros_even = head.iter().step_by(2).filter(|&&b| b == 0).count();
+        let half = head.len() / 2;
+        if zeros_odd == half && zeros_even == 0 {
+            (true, bytes)
+        } else if zeros_even == half && zeros_odd == 0 {
+            (false, bytes)
+        } else {
+            return None;
+        }
+    };
+    let units = body.chunks_exact(2).map(|c| if le { u16::from_le_bytes([c[0], c[1]]) } else { u16::from_be_bytes([c[0], c[1]]) });
+    Some(char::decode_utf16(units).map(|r| r.unwrap_or('\u{fffd}')).collect())
 }
 
 /// What the header line says the table is.

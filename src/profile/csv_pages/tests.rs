@@ -332,6 +332,19 @@ fn unit_scaling_keeps_decimal_precision() {
 }
 
 #[test]
+fn utf16_files_are_decoded() {
+    let text = "\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\r\n\
+                \"0\",\"k\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"nsecond\",\"1,500\"\r\n";
+    let le: Vec<u8> = [0xff, 0xfe].into_iter().chain(text.encode_utf16().flat_map(|u| u.to_le_bytes())).collect();
+    let be: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
+    for bytes in [le, be] {
+        let p = read(Path::new("w.csv"), &bytes).unwrap();
+        assert_eq!(num(&p, 0, "gpu__time_duration.sum"), 1500.0);
+        assert!(p.notes[0].contains("UTF-16"));
+    }
+}
+
+#[test]
 fn helpers() {
     assert_eq!(parse_dim3("(32, 8, 1)"), Some([32, 8, 1]));
     assert_eq!(parse_dim3("    1,    1,    1"), Some([1, 1, 1]));

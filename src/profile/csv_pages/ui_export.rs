@@ -22,6 +22,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     }
     let locale = locale_of(rows.iter().flat_map(|(_, f)| f.iter().skip(1).map(|s| strip_instances(s))));
     let mut units = UnitCache::new();
+    // Per launch, collected first and bulk-built into the map at the end (rows are not sorted).
+    let mut metrics: Vec<Vec<(String, crate::profile::Metric)>> = (0..n).map(|_| Vec::with_capacity(rows.len())).collect();
     for (line, f) in &rows {
         let key = f.first().map(|s| s.trim()).unwrap_or("");
         if key.is_empty() {
@@ -35,6 +37,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         }
         let (name, raw_unit) = split_key(key);
         let norm = units.get(raw_unit);
+        let is_raw_name = looks_raw(name);
         for (i, l) in launches.iter_mut().enumerate() {
             let Some(cell) = f.get(i + 1) else { continue };
             let cell = cell.trim();
@@ -79,13 +82,17 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
                 m.value = crate::profile::MetricValue::Text(cell.to_string());
             }
             m.raw_value = cell.to_string();
-            if !looks_raw(name) {
+            if !is_raw_name {
                 m.label = Some(name.to_string());
             }
-            l.metrics.entry(name.to_string()).or_insert(m);
+            metrics[i].push((name.to_string(), m));
         }
     }
-    for l in &mut launches {
+    for (l, mut ms) in launches.iter_mut().zip(metrics) {
+        // A key given twice: the first row wins (stable sort, dedup keeps the first).
+        ms.sort_by(|a, b| a.0.cmp(&b.0));
+        ms.dedup_by(|b, a| a.0 == b.0);
+        l.metrics = ms.into_iter().collect();
         // Keep the mangled name only when it differs from the name shown.
         if l.mangled_name.as_deref() == Some(l.name.as_str()) {
             l.mangled_name = None;

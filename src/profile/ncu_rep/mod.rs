@@ -38,7 +38,7 @@ use super::{
     SourceKind, Unit,
 };
 use prost::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 /// The 4-byte magic every report starts with.
@@ -65,6 +65,8 @@ struct State {
     duplicate_metrics: usize,
     /// Metric / section / rule records that did not decode and were skipped.
     bad_records: usize,
+    /// Launches whose source view exceeded `source::MAX_CELLS` and was left out.
+    oversized_source_views: usize,
     sources: usize,
     skipped_payload_bytes: usize,
 }
@@ -183,6 +185,13 @@ impl<'a> Parser<'a> {
                 st.bad_records
             ));
         }
+        if st.oversized_source_views > 0 {
+            notes.push(format!(
+                "left out the source view of {} launch(es): more than {} per-instruction values",
+                st.oversized_source_views,
+                source::MAX_CELLS
+            ));
+        }
         if st.duplicate_metrics > 0 {
             notes.push(format!(
                 "kept the first of {} duplicated metric name(s)",
@@ -299,6 +308,7 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
     let mut labels: HashMap<&[u8], (&[u8], &[u8])> = HashMap::new();
     // Source-view columns the report asks for: (metric name or `group:...`, column label).
     let mut source_columns: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut source_names: HashSet<&[u8]> = HashSet::new();
     for s in &sections {
         if let Some(h) = &s.header {
             for m in &h.metrics {
@@ -310,7 +320,10 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             }
         }
         for m in s.source_metrics.iter().flat_map(|l| &l.metrics) {
-            if !m.name.is_empty() && !source_columns.iter().any(|(n, _)| *n == m.name.as_slice()) {
+            if !m.name.is_empty()
+                && source_columns.len() < source::MAX_COLUMNS
+                && source_names.insert(m.name.as_slice())
+            {
                 source_columns.push((m.name.as_slice(), m.label.as_slice()));
             }
         }
@@ -335,7 +348,7 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             st.unknown_name_ids += 1;
             continue;
         };
-        if source::is_source_metric(name, &source_columns) {
+        if source::is_source_metric(name, &source_names) {
             if let Some(values) = source::instances_by_pc(raw) {
                 per_pc.push((name.clone(), values));
             }
@@ -380,7 +393,10 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
         }
     }
     let metrics: BTreeMap<String, Metric> = sorted.into_iter().collect();
-    let source = source::view(&source_columns, per_pc, &metrics);
+    let source = source::view(&source_columns, per_pc, &metrics).unwrap_or_else(|_cells| {
+        st.oversized_source_views += 1;
+        None
+    });
 
     let num = |k: &str| metrics.get(k).and_then(Metric::as_f64);
     let int = |k: &str| {
@@ -578,6 +594,7 @@ mod tests {
                 metric(4, MetricValueKind::Float(33.33)),
                 ProfileMetricResult { name_id: 5, value: None },
                 metric(99, MetricValueKind::Uint64(1)),
+                metric(0, MetricValueKind::Double(-1.0)), // duplicate: the first value wins
             ]
             .iter()
             .map(|m| Bytes::from(m.encode_to_vec()))
@@ -744,6 +761,11 @@ mod tests {
         );
         assert!(
             p.notes.iter().any(|n| n.contains("did not decode")),
+            "{:?}",
+            p.notes
+        );
+        assert!(
+            p.notes.iter().any(|n| n.contains("duplicated")),
             "{:?}",
             p.notes
         );

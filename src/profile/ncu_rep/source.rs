@@ -15,7 +15,7 @@ use super::proto::{self, MetricValueKind};
 use crate::profile::{Metric, MetricValue, SourceRow, SourceView};
 use prost::bytes::Bytes;
 use prost::Message;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 const STALL_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
 const ALL_SAMPLES: (&str, &str) = (
@@ -61,12 +61,12 @@ const NOT_COUNTERS: &[&str] = &[
 ];
 
 /// Whether `name` may hold per-instruction values worth decoding.
-pub(super) fn is_source_metric(name: &str, listed: &[(&[u8], &[u8])]) -> bool {
+pub(super) fn is_source_metric(name: &str, listed: &HashSet<&[u8]>) -> bool {
     if NOT_COUNTERS.contains(&name) {
         return false;
     }
     name.starts_with(STALL_PREFIX)
-        || listed.iter().any(|(n, _)| *n == name.as_bytes())
+        || listed.contains(name.as_bytes())
         || KNOWN.iter().any(|(n, _)| *n == name)
 }
 
@@ -101,9 +101,9 @@ fn group(
     per_pc: &[(String, BTreeMap<u64, f64>)],
     metrics: &BTreeMap<String, Metric>,
 ) -> Option<BTreeMap<u64, f64>> {
-    let members: Vec<&str> = match metrics.get(name).map(|m| &m.value) {
+    let members: HashSet<&str> = match metrics.get(name).map(|m| &m.value) {
         Some(MetricValue::Text(list)) => list.split(',').map(str::trim).collect(),
-        _ => Vec::new(),
+        _ => HashSet::new(),
     };
     let is_member = |n: &str| -> bool {
         if !members.is_empty() {
@@ -127,14 +127,31 @@ fn group(
     (!sum.is_empty()).then_some(sum)
 }
 
-/// Builds the SASS view from the per-PC values of one launch.
+/// The most source-view columns read from a report's section list (real ones have ~70).
+pub(super) const MAX_COLUMNS: usize = 256;
+
+/// The most values a launch's source view may hold (rows x columns): ~10^5 instructions with
+/// ~80 counters each, far above real kernels.
+pub(super) const MAX_CELLS: usize = 8_000_000;
+
+/// Builds the SASS view from the per-PC values of one launch: `Ok(None)` when there is no data,
+/// `Err(cells)` when it would hold more than [`MAX_CELLS`] values.
 pub(super) fn view(
     listed: &[(&[u8], &[u8])],
     per_pc: Vec<(String, BTreeMap<u64, f64>)>,
     metrics: &BTreeMap<String, Metric>,
-) -> Option<SourceView> {
+) -> Result<Option<SourceView>, usize> {
+    view_capped(listed, per_pc, metrics, MAX_CELLS)
+}
+
+fn view_capped(
+    listed: &[(&[u8], &[u8])],
+    per_pc: Vec<(String, BTreeMap<u64, f64>)>,
+    metrics: &BTreeMap<String, Metric>,
+    max_cells: usize,
+) -> Result<Option<SourceView>, usize> {
     if per_pc.is_empty() {
-        return None;
+        return Ok(None);
     }
     let wanted: Vec<(String, String)> = if listed.is_empty() {
         [ALL_SAMPLES, NOT_ISSUED]
@@ -156,15 +173,14 @@ pub(super) fn view(
             })
             .collect()
     };
+    let by_name: HashMap<&str, &BTreeMap<u64, f64>> =
+        per_pc.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut columns: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
     for (name, label) in wanted {
         let values = if name.starts_with("group:") {
             group(&name, &per_pc, metrics)
         } else {
-            per_pc
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.clone())
+            by_name.get(name.as_str()).map(|v| (*v).clone())
         };
         if let Some(v) = values {
             columns.push((label, v));
@@ -185,12 +201,18 @@ pub(super) fn view(
         }
     }
     if columns.is_empty() {
-        return None;
+        return Ok(None);
     }
     let pcs: BTreeSet<u64> = columns
         .iter()
         .flat_map(|(_, v)| v.keys().copied())
         .collect();
+    // Rows x columns can grow faster than the input (disjoint PCs per metric): refuse the view
+    // rather than allocate without bound for a hostile or corrupt file.
+    let cells = pcs.len().saturating_mul(columns.len());
+    if cells > max_cells {
+        return Err(cells);
+    }
     let rows = pcs
         .into_iter()
         .map(|pc| SourceRow {
@@ -205,9 +227,82 @@ pub(super) fn view(
                 .collect(),
         })
         .collect();
-    Some(SourceView {
+    Ok(Some(SourceView {
         view: "sass".into(),
         columns: columns.into_iter().map(|(l, _)| l).collect(),
         rows,
-    })
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pcs(pairs: &[(u64, f64)]) -> BTreeMap<u64, f64> {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn listed_columns_groups_and_zero_fill() {
+        let listed: Vec<(&[u8], &[u8])> = vec![
+            (
+                b"group:smsp__pcsamp_warp_stall_reasons",
+                b"Warp Stall Sampling (All Samples)",
+            ),
+            (b"inst_executed", b"Instructions Executed"),
+            (b"not_collected", b"Missing"),
+        ];
+        let per_pc = vec![
+            (
+                "inst_executed".to_string(),
+                pcs(&[(0x10, 4.0), (0x20, 2.0)]),
+            ),
+            (
+                "smsp__pcsamp_warps_issue_stalled_wait".to_string(),
+                pcs(&[(0x20, 3.0)]),
+            ),
+            (
+                "smsp__pcsamp_warps_issue_stalled_math".to_string(),
+                pcs(&[(0x20, 1.0), (0x30, 5.0)]),
+            ),
+            (
+                "smsp__pcsamp_warps_issue_stalled_wait_not_issued".to_string(),
+                pcs(&[(0x20, 9.0)]),
+            ),
+        ];
+        let v = view(&listed, per_pc, &BTreeMap::new()).unwrap().unwrap();
+        assert_eq!(
+            v.columns,
+            ["Warp Stall Sampling (All Samples)", "Instructions Executed"]
+        );
+        let rows: Vec<(&str, &[Option<f64>])> = v
+            .rows
+            .iter()
+            .map(|r| (r.address.as_deref().unwrap(), r.values.as_slice()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("0x10", &[Some(0.0), Some(4.0)][..]),
+                ("0x20", &[Some(4.0), Some(2.0)][..]),
+                ("0x30", &[Some(5.0), Some(0.0)][..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_views_are_refused() {
+        let per_pc = vec![
+            ("inst_executed".to_string(), pcs(&[(1, 1.0), (2, 1.0)])),
+            ("thread_inst_executed".to_string(), pcs(&[(3, 1.0)])),
+        ];
+        // Built-in columns (no list): 2 columns x 3 PCs = 6 values.
+        assert_eq!(
+            view_capped(&[], per_pc.clone(), &BTreeMap::new(), 5),
+            Err(6)
+        );
+        assert!(view_capped(&[], per_pc, &BTreeMap::new(), 6)
+            .unwrap()
+            .is_some());
+    }
 }
