@@ -385,3 +385,38 @@ fn four_keet_explain_processes_share_one_cache_file() {
         elapsed.as_secs_f64()
     );
 }
+
+/// Opener process: opens the cache at the agreed instant, writes one entry and exits.
+#[test]
+fn role_opener() {
+    let Some((path, w, start)) = role_env("opener") else { return };
+    while now_ms() < start {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let cache = Cache::open(&path).expect("opener opens the cache");
+    let label = format!("opener{w}");
+    let meta = EntryMeta { file: "f".into(), kernel: label.clone(), model: "m".into(), verdict: "v".into() };
+    cache.put(&key(&label), &meta, "{}", &report(w, &label, 100)).expect("put");
+    println!("OPENED {w}");
+}
+
+/// The first open of a new file is the racy moment (WAL switch, schema creation): 20 rounds of
+/// four processes opening the same new file at the same instant must all succeed.
+#[test]
+fn four_processes_create_a_new_cache_at_once() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..20 {
+        let path = dir.path().join(format!("round{round}/analyses.sqlite3"));
+        let start = now_ms() + 150;
+        let children: Vec<Child> = (0..WRITERS).map(|w| spawn_role("role_opener", "opener", &path, w, start)).collect();
+        for (w, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: opener {w} failed: {}", out.status);
+        }
+        let cache = Cache::open(&path).unwrap();
+        assert_eq!(cache.len().unwrap(), WRITERS, "round {round}");
+    }
+}
