@@ -276,9 +276,12 @@ impl Cache {
     fn check_schema(&self, conn: &Connection) -> Result<Result<bool, CacheError>, rusqlite::Error> {
         // One statement, so one read snapshot: separate statements could see the header from
         // before another process created the schema and the tables from after.
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-        let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        let (version, app_id, objects): (i64, i64, i64) = conn.query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id),
+                    (SELECT count(*) FROM sqlite_master)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         let path = self.path.clone();
         Ok(if version == 0 {
             if objects > 0 || app_id != 0 {

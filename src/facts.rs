@@ -353,6 +353,7 @@ pub fn derive(launch: &Launch) -> Facts {
             "byte/sector",
             &["smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"],
         ),
+        // (Older collections give the same quantity as a percentage of the 32-byte sector: see below.)
         active_threads_per_warp: r.fact(
             "active_threads_per_warp",
             "Active threads per warp instruction",
@@ -400,6 +401,18 @@ pub fn derive(launch: &Launch) -> Facts {
         ),
         ..Facts::default()
     };
+
+    // Bytes per sector as a percentage of the 32-byte sector (the `.pct` form of the same metric).
+    for (slot, key, label, name) in [
+        (&mut f.global_load_bytes_per_sector, "global_load_bytes_per_sector", "Bytes used per sector (global loads)", "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"),
+        (&mut f.global_store_bytes_per_sector, "global_store_bytes_per_sector", "Bytes used per sector (global stores)", "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct"),
+    ] {
+        if slot.is_none() {
+            if let Some((p, e)) = r.num(&[name]) {
+                *slot = derived(key, label, "byte/sector", p * 32.0 / 100.0, vec![e]);
+            }
+        }
+    }
 
     // Coalescing: sectors per request.
     let ratio = |key, label, unit, num: &[&str], den: &[&str]| -> Option<Fact> {

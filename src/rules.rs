@@ -34,6 +34,9 @@ pub mod thresholds {
     /// Average active threads per warp instruction under which divergence matters (of 32; keet's choice:
     /// a quarter of the lanes idle).
     pub const DIVERGENCE_ACTIVE_THREADS: f64 = 24.0;
+    /// Share of uniform branch targets under which branches diverge enough to matter (keet's choice;
+    /// the quantity is ncu's "Branch Efficiency"-style `smsp__sass_average_branch_targets_threads_uniform.pct`).
+    pub const BRANCH_UNIFORM_PCT: f64 = 95.0;
     /// Theoretical occupancy under which the occupancy limiter is reported (keet's choice; ncu's
     /// occupancy rules report any limit below 100% but a kernel rarely gains above 50%).
     pub const LOW_THEORETICAL_OCCUPANCY_PCT: f64 = 50.0;
@@ -66,6 +69,7 @@ pub mod thresholds {
             ("MAX_SECTORS_PER_REQUEST", MAX_SECTORS_PER_REQUEST, "keet: ideal is 4 for 4-byte words"),
             ("BANK_CONFLICT_PCT", BANK_CONFLICT_PCT, "keet, on ncu's excessive shared wavefronts"),
             ("DIVERGENCE_ACTIVE_THREADS", DIVERGENCE_ACTIVE_THREADS, "keet: a quarter of the lanes idle"),
+            ("BRANCH_UNIFORM_PCT", BRANCH_UNIFORM_PCT, "keet, on ncu's uniform-branch-target share"),
             ("LOW_THEORETICAL_OCCUPANCY_PCT", LOW_THEORETICAL_OCCUPANCY_PCT, "keet"),
             ("OCCUPANCY_GAP_PCT", OCCUPANCY_GAP_PCT, "keet, on ncu's achieved-vs-theoretical comparison"),
             ("WARP_SIZE", WARP_SIZE, "CUDA programming guide"),
@@ -303,6 +307,7 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
     }
 
     // Divergence.
+    let mut thread_divergence = false;
     if let Some(a) = v(&f.active_threads_per_warp) {
         // Lanes missing because the block is not a multiple of 32 are the block-size rule's, not divergence:
         // compare against the most threads a warp of this block can have active.
@@ -311,6 +316,7 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
             .map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE))
             .unwrap_or(t::WARP_SIZE);
         if a < t::DIVERGENCE_ACTIVE_THREADS * full / t::WARP_SIZE {
+            thread_divergence = true;
             let mut facts = vec!["active_threads_per_warp"];
             if f.branch_uniform_pct.is_some() {
                 facts.push("branch_uniform_pct");
@@ -322,6 +328,24 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
                 "Make branch conditions uniform across a warp (branch on warp index, sort or compact work) and avoid per-thread early exits.",
                 facts,
                 Some(100.0 * (1.0 - a / full)),
+            );
+        }
+    }
+
+    // Divergent branches (branch targets not uniform across the warp).
+    if let Some(u) = v(&f.branch_uniform_pct) {
+        if u < t::BRANCH_UNIFORM_PCT && !thread_divergence {
+            let mut facts = vec!["branch_uniform_pct"];
+            if f.divergent_branch_targets.is_some() {
+                facts.push("divergent_branch_targets");
+            }
+            push(
+                "divergent-branches",
+                Category::Divergence,
+                format!("Only {}% of branch targets are uniform across the warp: warps diverge.", fmt_num(u)),
+                "Make branch conditions uniform across a warp (for example, index so that active threads are contiguous: tid < stride instead of tid % (2*stride) == 0).",
+                facts,
+                Some(100.0 - u),
             );
         }
     }

@@ -14,20 +14,20 @@ fn schemas() -> Vec<Value> {
             "confidence": {"type": "integer", "minimum": 0, "maximum": 100}},
             "required": ["bottleneck", "confidence"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "summary": {"type": "string", "minLength": 1, "maxLength": 40},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 24},
             "severity": {"type": "string", "enum": ["low", "medium", "high"]}},
             "required": ["summary", "severity"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "fixes": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "maxLength": 24}},
+            "fixes": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "maxLength": 16}},
             "memory_bound": {"type": "boolean"}},
             "required": ["fixes", "memory_bound"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "metric": {"type": "string", "maxLength": 30},
+            "metric": {"type": "string", "maxLength": 20},
             "value": {"type": "number", "minimum": 0, "maximum": 1000},
             "unit": {"type": ["string", "null"], "maxLength": 8}},
             "required": ["metric", "value", "unit"], "additionalProperties": false}),
         json!({"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {
-            "change": {"type": "string", "maxLength": 20},
+            "change": {"type": "string", "maxLength": 16},
             "gain_pct": {"type": "integer", "minimum": 0, "maximum": 99}},
             "required": ["change", "gain_pct"], "additionalProperties": false}}),
     ]

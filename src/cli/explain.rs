@@ -53,6 +53,9 @@ pub struct ExplainArgs {
     /// CUDA source files whose lines findings may point at (with a profile that has line numbers).
     #[arg(long = "source")]
     pub source: Vec<PathBuf>,
+    /// Only the K-th of N shares of the input files (0-based, e.g. `--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT`).
+    #[arg(long, value_parser = parse_shard)]
+    pub shard: Option<(usize, usize)>,
     /// Print run statistics (times, cache hits, dropped findings) to stderr.
     #[arg(long)]
     pub stats: bool,
@@ -71,7 +74,18 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         jobs: a.jobs,
         source_files: a.source.clone(),
         progress: std::io::stderr().is_terminal(),
+        shard: a.shard,
     }
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (k, n) = s.split_once('/').ok_or_else(|| format!("expected K/N, got {s:?}"))?;
+    let k: usize = k.trim().parse().map_err(|_| format!("K in {s:?} is not a number"))?;
+    let n: usize = n.trim().parse().map_err(|_| format!("N in {s:?} is not a number"))?;
+    if n == 0 || k >= n {
+        return Err(format!("shard {s:?}: need 0 <= K < N"));
+    }
+    Ok((k, n))
 }
 
 pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {

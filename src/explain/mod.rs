@@ -46,6 +46,8 @@ pub struct ExplainOptions {
     pub source_files: Vec<PathBuf>,
     /// Show progress on stderr (only when it is a terminal).
     pub progress: bool,
+    /// `(k, n)`: only the input files whose index (in sorted order) is `k` modulo `n` (Slurm job arrays).
+    pub shard: Option<(usize, usize)>,
 }
 
 impl Default for ExplainOptions {
@@ -62,6 +64,7 @@ impl Default for ExplainOptions {
             jobs: 0,
             source_files: vec![],
             progress: false,
+            shard: None,
         }
     }
 }
@@ -107,7 +110,10 @@ struct Model {
 pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
     let t0 = Instant::now();
     let mut stats = RunStats::default();
-    let files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
+    let mut files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
+    if let Some((k, n)) = opts.shard {
+        files = files.into_iter().enumerate().filter(|(i, _)| i % n == k).map(|(_, f)| f).collect();
+    }
     let (profiles, errors) = select::read_all(&files, opts.jobs, opts.progress);
     let profiles = source::attach_source_views(profiles);
     stats.parse_s = t0.elapsed().as_secs_f64();

@@ -1,0 +1,106 @@
+//! `keet compare BEFORE AFTER`: matched kernels, metric deltas and a validated explanation of
+//! what changed; `--fail-on-regression PCT` turns it into a CI gate.
+
+use crate::compare::{self, CompareOptions, CompareReport};
+use crate::llm::engine::EngineOptions;
+use crate::render;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Text,
+    Md,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a `.ncu-rep` file, an ncu CSV export, or a directory (searched recursively).
+    pub before: PathBuf,
+    /// The new profile(s), same kinds as BEFORE.
+    pub after: PathBuf,
+    /// Output format: text (default), md, or json (schema keet.compare/1).
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<CompareFormat>,
+    /// Write the report to this file (atomically) instead of standard output.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Exit 1 when any matched kernel's total time grew by more than PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub fail_on_regression: Option<f64>,
+    /// Deltas only: no model is loaded.
+    #[arg(long)]
+    pub no_llm: bool,
+    /// Ask the model about at most this many changed kernels (largest time change first).
+    #[arg(long, default_value_t = 3)]
+    pub top: usize,
+    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the installed default).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// cpu (default), cuda or cuda:N.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// CPU threads for the model.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Threads for parsing (default: all cores).
+    #[arg(long, short = 'j', default_value_t = 0)]
+    pub jobs: usize,
+}
+
+/// Renders the report in `format`.
+pub fn render_report(r: &CompareReport, format: CompareFormat) -> anyhow::Result<String> {
+    Ok(match format {
+        CompareFormat::Json => render::json(r)?,
+        CompareFormat::Md => render::render("compare.md", r)?,
+        CompareFormat::Text => render::render("compare.txt", r)?,
+    })
+}
+
+pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
+    if let Some(p) = a.fail_on_regression {
+        if !p.is_finite() || p < 0.0 {
+            eprintln!("error: --fail-on-regression takes a percentage >= 0, not {p}");
+            return Ok(2);
+        }
+    }
+    let opts = CompareOptions {
+        top: a.top,
+        no_llm: a.no_llm || a.top == 0,
+        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
+        jobs: a.jobs,
+    };
+    let mut report = compare::compare(&a.before, &a.after, &opts)?;
+    for e in &report.errors {
+        eprintln!("error: {}", e.message);
+    }
+    if report.before.launches == 0 || report.after.launches == 0 {
+        let side = if report.before.launches == 0 { &a.before } else { &a.after };
+        eprintln!("error: no kernel launches found in {}", side.display());
+        return Ok(2);
+    }
+    if let Some(p) = a.fail_on_regression {
+        report.check_regressions(p);
+    }
+    let out = render_report(&report, a.format.unwrap_or(CompareFormat::Text))?;
+    super::write_output(a.output.as_deref(), &out)?;
+    if !report.errors.is_empty() {
+        return Ok(2);
+    }
+    if let Some(p) = report.regression_threshold_pct {
+        for r in &report.regressions {
+            eprintln!(
+                "regression: {} total time {} -> {} (+{}%, threshold {}%)",
+                r.name,
+                render::human_duration(r.before_ns),
+                render::human_duration(r.after_ns),
+                crate::rules::fmt_num(r.delta_pct),
+                crate::rules::fmt_num(p)
+            );
+        }
+        if !report.regressions.is_empty() {
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
