@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod cache;
 pub mod cli;
+pub mod compare;
 pub mod explain;
 pub mod facts;
 pub mod llm;

@@ -34,6 +34,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("explain.txt", include_str!("render/templates/explain.txt.jinja")),
     ("explain.md", include_str!("render/templates/explain.md.jinja")),
     ("explain.html", include_str!("render/templates/explain.html.jinja")),
+    ("compare.txt", include_str!("render/templates/compare.txt.jinja")),
+    ("compare.md", include_str!("render/templates/compare.md.jinja")),
 ];
 
 /// The template environment with keet's filters: `num` (numbers as reports show them), `dur`

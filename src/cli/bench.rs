@@ -11,6 +11,10 @@ use crate::llm::{ChatMessage, Engine, GenerateOptions};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
+    /// Ingest throughput (CSV MB/s, report ms) beside Python's csv module.
+    Ingest(super::bench_ingest::IngestBenchArgs),
+    /// Explain on one profile: time to first finding, kernels per minute, warm-cache time.
+    Explain(super::bench_explain::ExplainBenchArgs),
     /// LLM engine: prompt and decode tokens/s, constraint-mask time, load time, peak memory,
     /// prefix-reuse saving; optionally beside llama.cpp (`--peer`) on the same prompt.
     Llm(LlmBenchArgs),
@@ -46,6 +50,8 @@ pub struct LlmBenchArgs {
 pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
     match c {
         BenchCommand::Llm(a) => bench_llm(a),
+        BenchCommand::Ingest(a) => super::bench_ingest::run(a),
+        BenchCommand::Explain(a) => super::bench_explain::run(a),
     }
 }
 

@@ -2,7 +2,9 @@
 //! 1 a finding/regression threshold tripped or some inputs failed, 2 bad input or usage.
 
 pub mod bench;
+pub mod bench_explain;
 pub mod bench_ingest;
+pub mod compare;
 pub mod explain;
 pub mod generate;
 pub mod history;
@@ -22,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Explain why the kernels that take the time are slow and what to change (validated findings).
     Explain(explain::ExplainArgs),
+    /// Compare two profiles: matched kernels, metric deltas, and an explanation of what changed.
+    Compare(compare::CompareArgs),
     /// Print the facts and rule findings for every kernel launch.
     Inspect(inspect::InspectArgs),
     /// Run the local model on a prompt (optionally constrained by a JSON Schema).
@@ -50,6 +54,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Explain(a) => explain::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Generate(a) => generate::run(a),
         Command::Model(c) => model::run(c),
