@@ -361,7 +361,7 @@ fn raw_metrics(f: &Fact) -> Vec<String> {
     f.evidence.iter().map(|e| e.metric.clone()).collect()
 }
 
-fn stall_fact<'a>(facts: &'a Facts, launch: &Launch, reason: &str) -> Option<Fact> {
+fn stall_fact(facts: &Facts, launch: &Launch, reason: &str) -> Option<Fact> {
     if let Some(s) = facts.stalls.iter().find(|s| s.reason == reason) {
         return Some(s.cycles_per_issue.clone());
     }
@@ -460,8 +460,17 @@ fn kernel_delta(kind: MatchKind, bg: &Group, bp: &[Profile], ag: &Group, ap: &[P
     (k, ba, aa)
 }
 
-/// The pairs (before index, after index, kind) and the unmatched indices of each side.
-pub fn match_groups(before: &[(String, Option<[u64; 3]>, Option<[u64; 3]>)], after: &[(String, Option<[u64; 3]>, Option<[u64; 3]>)]) -> (Vec<(usize, usize, MatchKind)>, Vec<usize>, Vec<usize>) {
+/// A kernel group's identity: name, block and grid.
+pub type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
+
+/// Matched pairs (before index, after index, how) and the unmatched indices of each side.
+pub type Matching = (Vec<(usize, usize, MatchKind)>, Vec<usize>, Vec<usize>);
+
+/// One side's inputs: the files, what was read, and what could not be.
+type SideRead = (Vec<PathBuf>, Vec<Profile>, Vec<FileError>);
+
+/// Matches kernel groups in the tiers of the module docs (largest time first within a tier).
+pub fn match_groups(before: &[GroupKey], after: &[GroupKey]) -> Matching {
     let mut used_b = vec![false; before.len()];
     let mut used_a = vec![false; after.len()];
     let mut pairs = Vec::new();
@@ -474,13 +483,13 @@ pub fn match_groups(before: &[(String, Option<[u64; 3]>, Option<[u64; 3]>)], aft
         (MatchKind::NameOnly, Box::new(|i, j| norm_b[i] == norm_a[j])),
     ];
     for (kind, pred) in tiers.iter() {
-        for i in 0..before.len() {
-            if used_b[i] {
+        for (i, used) in used_b.iter_mut().enumerate() {
+            if *used {
                 continue;
             }
             // Groups come sorted by time, so equal names pair largest with largest.
             if let Some(j) = (0..after.len()).find(|&j| !used_a[j] && pred(i, j)) {
-                used_b[i] = true;
+                *used = true;
                 used_a[j] = true;
                 pairs.push((i, j, *kind));
             }
@@ -491,7 +500,7 @@ pub fn match_groups(before: &[(String, Option<[u64; 3]>, Option<[u64; 3]>)], aft
     (pairs, ob, oa)
 }
 
-fn read_side(input: &Path, jobs: usize) -> Result<(Vec<PathBuf>, Vec<Profile>, Vec<FileError>), CompareError> {
+fn read_side(input: &Path, jobs: usize) -> Result<SideRead, CompareError> {
     let files = crate::profile::expand_inputs(&[input.to_path_buf()]).map_err(|e| CompareError::Io(format!("listing {}: {e}", input.display())))?;
     let mut errors = Vec::new();
     if files.is_empty() {
@@ -502,7 +511,7 @@ fn read_side(input: &Path, jobs: usize) -> Result<(Vec<PathBuf>, Vec<Profile>, V
     Ok((files, profiles, errors))
 }
 
-fn key_of(g: &Group, profiles: &[Profile]) -> (String, Option<[u64; 3]>, Option<[u64; 3]>) {
+fn key_of(g: &Group, profiles: &[Profile]) -> GroupKey {
     let l = g.launch(profiles);
     (l.name.clone(), l.block_size, l.grid_size)
 }
@@ -561,6 +570,10 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
             let g = engine.generate(&messages, &gen, Some(&schema))?;
             match serde_json::from_str::<Explanation>(&g.text) {
                 Ok(mut e) => {
+                    // Runs of spaces (where a number would have been) collapse; validated as shown.
+                    let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+                    e.summary = tidy(&e.summary);
+                    e.causes = e.causes.iter().map(|c| tidy(c)).collect();
                     let mut seen = std::collections::HashSet::new();
                     e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
                     match validate_explanation(&e, &bctx, &actx, k.direction) {
@@ -726,6 +739,16 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
         .map(|m| json!({ "label": m.label, "before": rules::fmt_num(m.delta.before), "after": rules::fmt_num(m.delta.after), "unit": m.unit }))
         .collect();
     let cats = |v: &[Category]| v.iter().map(|c| c.as_str()).collect::<Vec<_>>();
+    // The changes in words, so that a small model can say them without numbers.
+    let mut words: Vec<String> = vec![match k.direction {
+        Direction::Faster => "the kernel got faster".into(),
+        Direction::Slower => "the kernel got slower".into(),
+        Direction::Unchanged => "the kernel's time did not change".into(),
+    }];
+    for m in k.metrics.iter().filter(|m| m.changed).take(3) {
+        let label = m.label.split(" (").next().unwrap_or(&m.label).to_lowercase();
+        words.push(format!("{label} went {}", if m.delta.delta > 0.0 { "up" } else { "down" }));
+    }
     json!({
         "name": k.name,
         "shape_change": k.shape_change,
@@ -738,6 +761,7 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
         "changed": changed,
         "appeared": cats(&k.categories_appeared),
         "disappeared": cats(&k.categories_disappeared),
+        "in_words": words.join("; "),
         "cites": cites.iter().map(|c| json!({ "metric": c.metric, "side": c.side, "value": Value::from(c.value).to_string(), "unit": c.unit })).collect::<Vec<_>>(),
     })
 }
@@ -884,6 +908,7 @@ mod tests {
         let cites = vec![Citable { metric: "m".into(), side: SideName::After, value: 2.5, unit: "%".into(), label: "M".into() }];
         let s = explanation_schema(&cites);
         assert_eq!(s["properties"]["evidence"]["items"]["anyOf"][0]["properties"]["side"]["const"], "after");
-        assert!(token_budget(&s) < 1000);
+        let b = token_budget(&s);
+        assert!(b > SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS && b < 1200, "{b}");
     }
 }

@@ -245,6 +245,47 @@ fn check_contradicting_words(ctx: &Context, f: &Finding, reasons: &mut Vec<Strin
     }
 }
 
+/// Words one of which a claim of each category must use (lower case, matched as prefixes of words).
+pub fn category_words(c: Category) -> &'static [&'static str] {
+    match c {
+        Category::ComputeBound => &["compute", "arithmetic", "instruction", "math", "pipe", "throughput", "fma", "alu"],
+        Category::MemoryBound => &["memory", "bandwidth", "dram", "byte", "traffic", "cache", "throughput", "load", "store"],
+        Category::LatencyBound => &["latency", "stall", "wait", "parallelism", "occupancy", "warp", "idle", "dependen"],
+        Category::GridTooSmall => &["grid", "block", "multiprocessor", "sm", "idle", "fill", "parallelism", "small"],
+        Category::BlockSize => &["block", "thread", "warp", "size", "lane"],
+        Category::TailEffect => &["wave", "tail", "block", "idle", "last"],
+        Category::OccupancyRegisters => &["register", "occupancy"],
+        Category::OccupancySharedMemory => &["shared", "occupancy"],
+        Category::OccupancyOther => &["occupancy", "warp", "block", "imbalance"],
+        Category::MemoryCoalescing => &["coalesc", "sector", "access", "stride", "contiguous", "consecutive", "load", "store", "transaction", "memory"],
+        Category::SharedBankConflicts => &["bank", "conflict", "shared"],
+        Category::Divergence => &["diverg", "branch", "warp", "lane", "thread"],
+        Category::RegisterSpilling => &["spill", "register", "local"],
+        Category::TensorCoreUnused => &["tensor", "matrix", "mma"],
+        Category::Fp64 => &["double", "precision", "fp"],
+        Category::AtomicsContention => &["atomic", "contention", "contend"],
+    }
+}
+
+fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
+    let lower = f.claim.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let want = category_words(f.category);
+    if !words.iter().any(|w| want.iter().any(|k| w.starts_with(k))) {
+        reasons.push(format!(
+            "the claim does not say anything about {} (expected a word like: {})",
+            f.category.as_str(),
+            want.join(", ")
+        ));
+    }
+    if f.claim.split_whitespace().count() < 3 {
+        reasons.push("the claim is not a sentence (fewer than three words)".to_string());
+    }
+    if lower.contains("http") || lower.contains("www.") || f.claim.contains('_') {
+        reasons.push("the claim holds a link or an identifier instead of a sentence".to_string());
+    }
+}
+
 /// Validates one finding; `Err` holds every reason it fails.
 pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
@@ -275,6 +316,7 @@ pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
         check_text_numbers(ctx, "suggestion", s, &known, &mut reasons);
     }
     check_contradicting_words(ctx, f, &mut reasons);
+    check_claim_topic(f, &mut reasons);
     if f.claim.trim().is_empty() {
         reasons.push("the claim is empty".into());
     }
@@ -426,6 +468,26 @@ mod tests {
             );
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|r| r.contains("writes a number")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn off_topic_claims_are_caught() {
+        with_ctx(|ctx| {
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "smsp-average-data-bytes-per-sector-memory-global-op-ld",
+            );
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("not a sentence")), "{r:?}");
+            let f = finding(
+                Category::MemoryCoalescing,
+                vec![("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, "")],
+                "The kernel reduces the number of layers.",
+            );
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|r| r.contains("does not say anything about memory-coalescing")), "{r:?}");
         });
     }
 

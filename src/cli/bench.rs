@@ -122,8 +122,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         let mut logits = model.forward(&ids, 0)?;
         let pp_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let mut pos = ids.len();
-        for _ in 0..a.tokens {
+        for pos in ids.len()..ids.len() + a.tokens {
             for &e in &end_ids {
                 if let Some(l) = logits.get_mut(e as usize) {
                     *l = f32::NEG_INFINITY;
@@ -131,7 +130,6 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
             }
             let tok = logits.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map(|(i, _)| i as u32).unwrap_or(0);
             logits = model.forward(&[tok], pos)?;
-            pos += 1;
         }
         (pp_s, t.elapsed().as_secs_f64())
     };
@@ -143,11 +141,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     // The schema's hard bound as budget: the output is always complete (it ends long before).
     let bound = crate::llm::constraint::max_tokens_bound(&schema).map_err(anyhow::Error::msg)?;
     let opts = GenerateOptions { max_tokens: bound, ..Default::default() };
-    let g = engine.generate(
-        &[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))],
-        &opts,
-        Some(&schema),
-    )?;
+    let g = engine.generate(&[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))], &opts, Some(&schema))?;
     let mask = &g.timings.mask_us;
     let mask_mean = if mask.is_empty() { 0.0 } else { mask.iter().sum::<f64>() / mask.len() as f64 };
     let mask_p99 = percentile(mask, 99.0);
@@ -161,7 +155,8 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     let mut prompt_times = Vec::new();
     let short = GenerateOptions { max_tokens: 1, ..Default::default() };
     for k in kernels.iter() {
-        let msg = format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
+        let msg =
+            format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
         let g = engine.generate(&[ChatMessage::system(system), ChatMessage::user(msg)], &short, None)?;
         prompt_times.push((g.timings.prompt_tokens, g.timings.reused_tokens, g.timings.prompt_s));
     }
@@ -233,7 +228,10 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     row("decode tok/s", &keet["decode_tok_s"], pg("decode_tok_s"), true);
     row("peak RSS MiB", &keet["peak_rss_mb"], pg("peak_rss_mb"), false);
     println!("{:<26} {:>10}", "constraint setup s", keet["constraint_setup_s"]);
-    println!("{:<26} {:>10}  (p99 {} us over {} tokens; output parses: {})", "mask us/token mean", keet["mask_us_mean"], keet["mask_us_p99"], keet["mask_tokens"], constrained_parses);
+    println!(
+        "{:<26} {:>10}  (p99 {} us over {} tokens; output parses: {})",
+        "mask us/token mean", keet["mask_us_mean"], keet["mask_us_p99"], keet["mask_tokens"], constrained_parses
+    );
     println!(
         "{:<26} {:>10}  (cold {} tokens {} s -> warm {} tokens, {} reused, {} s)",
         "prefix reuse saving %",
@@ -268,10 +266,12 @@ fn run_peer(a: &LlmBenchArgs, model: &str, text: &str) -> Result<Value, String> 
     std::fs::write(&prompt, text).map_err(|e| e.to_string())?;
     let threads = crate::llm::threads::configured().unwrap_or(1);
     let mut cmd = std::process::Command::new("python3");
-    cmd.arg(&a.peer_script)
-        .arg(model)
-        .arg(&prompt)
-        .args(["--threads", &threads.to_string(), "--tokens", &a.tokens.to_string()]);
+    cmd.arg(&a.peer_script).arg(model).arg(&prompt).args([
+        "--threads",
+        &threads.to_string(),
+        "--tokens",
+        &a.tokens.to_string(),
+    ]);
     if a.chat {
         cmd.arg("--chat");
     }

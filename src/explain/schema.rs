@@ -12,10 +12,13 @@
 use crate::validate::Context;
 use serde_json::{json, Value};
 
-/// Bounds of the free-text fields (characters).
-pub const CLAIM_MAX_CHARS: usize = 140;
-pub const EXPLANATION_MAX_CHARS: usize = 220;
-pub const SUGGESTION_MAX_CHARS: usize = 120;
+/// Bounds of the free-text fields (words).
+pub const CLAIM_MAX_WORDS: usize = 20;
+pub const EXPLANATION_MAX_WORDS: usize = 32;
+pub const SUGGESTION_MAX_WORDS: usize = 18;
+pub const CLAIM_MAX_CHARS: usize = max_chars(CLAIM_MAX_WORDS);
+pub const EXPLANATION_MAX_CHARS: usize = max_chars(EXPLANATION_MAX_WORDS);
+pub const SUGGESTION_MAX_CHARS: usize = max_chars(SUGGESTION_MAX_WORDS);
 pub const MAX_SUGGESTIONS: usize = 2;
 pub const MAX_CITATIONS: usize = 3;
 
@@ -47,14 +50,28 @@ pub fn citables(ctx: &Context, category: crate::rules::Category) -> Vec<Citable>
     out
 }
 
-/// Characters free text may use: ASCII letters, space and plain punctuation. No digits (numbers
-/// come only from citations), no unicode look-alikes of digits (superscripts), no underscores
-/// (metric names belong in citations), no quotes or escapes.
-pub const TEXT_CHARS: &str = "A-Za-z ,.;:()'/-";
+/// Free text is English-like sentences of plain words: a capital letter, then words of ASCII
+/// letters (a hyphen or apostrophe inside a word is fine) separated by single spaces, with commas or
+/// semicolons, ending with a period. No digits (numbers come only from citations), no unicode look-alikes
+/// of digits, no underscores or slashes (metric names, paths and URLs belong nowhere in prose).
+/// Characters of free text (for schemas that bound text by length instead of words).
+pub const TEXT_CHARS: &str = "A-Za-z ,.;'-";
 
-fn text(min: usize, max: usize) -> Value {
+pub const WORD: &str = "[A-Za-z][a-z'-]{0,15}";
+
+/// A bounded sentence pattern: `min_words..=max_words` words.
+fn sentence_pattern(min_words: usize, max_words: usize) -> String {
+    format!("^[A-Z][a-z'-]{{0,15}}( {WORD}[,;]?){{{},{}}}[.]$", min_words.saturating_sub(1), max_words.saturating_sub(1))
+}
+
+fn text(min_words: usize, max_words: usize) -> Value {
     // One regex bounds the length and the alphabet (llguidance compiles it into the grammar).
-    json!({ "type": "string", "pattern": format!("^[{TEXT_CHARS}]{{{min},{max}}}$") })
+    json!({ "type": "string", "pattern": sentence_pattern(min_words, max_words) })
+}
+
+/// Longest text (characters) a sentence of `words` words may have.
+const fn max_chars(words: usize) -> usize {
+    words * 18 + 1
 }
 
 /// The schema for one launch; `None` when the rule layer found nothing citable to explain.
@@ -90,10 +107,10 @@ pub fn findings_schema(ctx: &Context, max_findings: usize) -> Option<Value> {
             "properties": {
                 "category": { "const": r.category.as_str() },
                 "severity": { "const": serde_json::to_value(r.severity).expect("severity serialises") },
-                "claim": text(8, CLAIM_MAX_CHARS),
+                "claim": text(4, CLAIM_MAX_WORDS),
                 "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len()) },
-                "explanation": text(8, EXPLANATION_MAX_CHARS),
-                "suggestions": { "type": "array", "items": text(8, SUGGESTION_MAX_CHARS), "minItems": 1, "maxItems": MAX_SUGGESTIONS },
+                "explanation": text(6, EXPLANATION_MAX_WORDS),
+                "suggestions": { "type": "array", "items": text(4, SUGGESTION_MAX_WORDS), "minItems": 1, "maxItems": MAX_SUGGESTIONS },
             },
             "required": ["category", "severity", "claim", "evidence", "explanation", "suggestions"],
             "additionalProperties": false
@@ -127,4 +144,14 @@ pub fn token_budget(schema: &Value) -> usize {
         .unwrap_or(64);
     let per_finding = CLAIM_MAX_CHARS + EXPLANATION_MAX_CHARS + MAX_SUGGESTIONS * SUGGESTION_MAX_CHARS + MAX_CITATIONS * longest_citation + 120;
     16 + max_findings * per_finding
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentence_pattern_shape() {
+        assert_eq!(sentence_pattern(4, 20), "^[A-Z][a-z'-]{0,15}( [A-Za-z][a-z'-]{0,15}[,;]?){3,19}[.]$");
+    }
 }

@@ -171,10 +171,9 @@ fn bound(s: &Value, at: &str) -> Result<usize, String> {
                 2 + 4 * n as usize
             }
             "array" => {
-                let n = o
-                    .get("maxItems")
-                    .and_then(|v| v.as_u64())
-                    .ok_or_else(|| format!("{at}: array without maxItems"))? as usize;
+                let n =
+                    o.get("maxItems").and_then(|v| v.as_u64()).ok_or_else(|| format!("{at}: array without maxItems"))?
+                        as usize;
                 let item = match o.get("items") {
                     Some(i) => bound(i, &format!("{at}/items"))?,
                     None => return Err(format!("{at}: array without items")),
@@ -188,7 +187,10 @@ fn bound(s: &Value, at: &str) -> Result<usize, String> {
                 let mut sum = 2;
                 if let Some(props) = o.get("properties").and_then(|p| p.as_object()) {
                     for (k, v) in props {
-                        sum += Value::String(k.clone()).to_string().len() + 2 + 2 + bound(v, &format!("{at}/properties/{k}"))?;
+                        sum += Value::String(k.clone()).to_string().len()
+                            + 2
+                            + 2
+                            + bound(v, &format!("{at}/properties/{k}"))?;
                     }
                 }
                 sum

@@ -98,10 +98,18 @@ pub struct Timings {
 impl Timings {
     pub fn prompt_tok_s(&self) -> f64 {
         let n = self.prompt_tokens - self.reused_tokens;
-        if self.prompt_s > 0.0 { n as f64 / self.prompt_s } else { 0.0 }
+        if self.prompt_s > 0.0 {
+            n as f64 / self.prompt_s
+        } else {
+            0.0
+        }
     }
     pub fn decode_tok_s(&self) -> f64 {
-        if self.decode_s > 0.0 { self.generated_tokens as f64 / self.decode_s } else { 0.0 }
+        if self.decode_s > 0.0 {
+            self.generated_tokens as f64 / self.decode_s
+        } else {
+            0.0
+        }
     }
 }
 
@@ -283,7 +291,12 @@ impl Engine {
     }
 
     /// Like [`Engine::generate`] for a prompt that is already a full text (chat template applied or not).
-    pub fn generate_text(&mut self, prompt: &str, opts: &GenerateOptions, schema: Option<&Value>) -> Result<Generation, LlmError> {
+    pub fn generate_text(
+        &mut self,
+        prompt: &str,
+        opts: &GenerateOptions,
+        schema: Option<&Value>,
+    ) -> Result<Generation, LlmError> {
         let ids = self.text_tokens(prompt)?;
         self.generate_tokens(&ids, None, opts, schema)
     }
@@ -293,7 +306,7 @@ impl Engine {
     /// of the model's chunk size, so a reused prefix holds exactly the KV values a cold run computes:
     /// the output never depends on earlier requests.
     fn prefill(&mut self, ids: &[u32], boundary: Option<usize>) -> Result<(Vec<f32>, usize), LlmError> {
-        let g = loader::CHUNK;
+        let g = loader::chunk_size();
         let common = self.cached.iter().zip(ids.iter()).take_while(|(a, b)| a == b).count();
         // At least one token must run to get logits.
         let reuse = common.min(ids.len() - 1) / g * g;
@@ -425,7 +438,10 @@ impl Engine {
         let bytes = self.tokenizer.token_bytes();
         for t in seen {
             // Only word-like tokens: punctuation and JSON structure are never penalised.
-            let wordy = bytes.get(t as usize).map(|b| b.iter().any(|c| c.is_ascii_alphanumeric() || *c >= 0x80)).unwrap_or(false);
+            let wordy = bytes
+                .get(t as usize)
+                .map(|b| b.iter().any(|c| c.is_ascii_alphanumeric() || *c >= 0x80))
+                .unwrap_or(false);
             if !wordy {
                 continue;
             }

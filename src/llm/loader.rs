@@ -115,9 +115,7 @@ impl Arch {
             "llama" => Ok(Arch::Llama),
             "qwen2" => Ok(Arch::Qwen2),
             "qwen3" => Ok(Arch::Qwen3),
-            other => Err(err(format!(
-                "GGUF architecture `{other}` is not supported (supported: llama, qwen2, qwen3)"
-            ))),
+            other => Err(err(format!("GGUF architecture `{other}` is not supported (supported: llama, qwen2, qwen3)"))),
         }
     }
 
@@ -162,7 +160,11 @@ impl LoadOptions {
 
 /// Loads a GGUF model: the one place an implementation is chosen. Returns the model and the name of
 /// the implementation (`fast` or `candle`).
-pub fn load_gguf_model(gguf: GgufFile, device: &Device, opts: &LoadOptions) -> Result<(Box<dyn CausalLm>, &'static str), LlmError> {
+pub fn load_gguf_model(
+    gguf: GgufFile,
+    device: &Device,
+    opts: &LoadOptions,
+) -> Result<(Box<dyn CausalLm>, &'static str), LlmError> {
     let arch = Arch::from_gguf(&gguf.architecture())?;
     let vocab = gguf
         .metadata()
@@ -185,11 +187,15 @@ pub fn load_gguf_model(gguf: GgufFile, device: &Device, opts: &LoadOptions) -> R
     let ctx = gguf.context_length();
     let wrap = |e: candle_core::Error| err(format!("loading {}: {e}", path.display()));
     let inner = match arch {
-        Arch::Llama => Inner::QLlama(quantized_llama::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?),
-        Arch::Qwen2 => {
-            Inner::QQwen2(Box::new(quantized_qwen2::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?))
+        Arch::Llama => {
+            Inner::QLlama(quantized_llama::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
         }
-        Arch::Qwen3 => Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?),
+        Arch::Qwen2 => Inner::QQwen2(Box::new(
+            quantized_qwen2::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?,
+        )),
+        Arch::Qwen3 => {
+            Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
+        }
     };
     Ok((Box::new(CandleLm::new(inner, device.clone(), vocab, ctx)), "candle"))
 }
@@ -300,6 +306,18 @@ impl Inner {
 /// position 0, so a KV prefix restored from a snapshot equals the one a cold run computes, bit for bit
 /// (prefix reuse never changes the output). The engine aligns its reuse points to it.
 pub const CHUNK: usize = 32;
+
+/// The prompt chunk size in force: [`CHUNK`], or `KEET_PREFILL_CHUNK` (for experiments).
+pub fn chunk_size() -> usize {
+    static C: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *C.get_or_init(|| {
+        std::env::var("KEET_PREFILL_CHUNK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or(CHUNK)
+    })
+}
 /// Most KV-cache snapshots kept for prefix reuse.
 const MAX_SNAPSHOTS: usize = 4;
 
@@ -330,7 +348,7 @@ impl CandleLm {
     fn run(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor, LlmError> {
         let mut out = None;
         let mut p = pos;
-        for chunk in tokens.chunks(CHUNK) {
+        for chunk in tokens.chunks(chunk_size()) {
             let x = Tensor::new(chunk, &self.device)?.unsqueeze(0)?;
             out = Some(self.inner.forward(&x, p)?);
             self.applied.extend_from_slice(chunk);
@@ -361,7 +379,8 @@ impl CandleLm {
             return Ok(());
         }
         let target = self.len;
-        let best = (0..self.snapshots.len()).filter(|&i| self.snapshots[i].0 <= target).max_by_key(|&i| self.snapshots[i].0);
+        let best =
+            (0..self.snapshots.len()).filter(|&i| self.snapshots[i].0 <= target).max_by_key(|&i| self.snapshots[i].0);
         let history: Vec<u32> = self.applied[..target].to_vec();
         let from = match best {
             Some(i) => {

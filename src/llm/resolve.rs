@@ -85,16 +85,17 @@ pub fn models_dir() -> PathBuf {
 
 /// Built-in manifests plus `*.toml` manifests in the models dir.
 pub fn manifests() -> Vec<Manifest> {
-    let mut out: Vec<Manifest> = BUILTIN_MANIFESTS
-        .iter()
-        .map(|s| toml::from_str(s).expect("built-in manifest parses"))
-        .collect();
+    let mut out: Vec<Manifest> =
+        BUILTIN_MANIFESTS.iter().map(|s| toml::from_str(s).expect("built-in manifest parses")).collect();
     if let Ok(rd) = std::fs::read_dir(models_dir()) {
         let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
         for p in paths {
             if p.extension().map(|x| x == "toml").unwrap_or(false) {
-                if let Ok(m) = std::fs::read_to_string(&p).map_err(|_| ()).and_then(|s| toml::from_str::<Manifest>(&s).map_err(|_| ())) {
+                if let Ok(m) = std::fs::read_to_string(&p)
+                    .map_err(|_| ())
+                    .and_then(|s| toml::from_str::<Manifest>(&s).map_err(|_| ()))
+                {
                     if !out.iter().any(|o| o.name == m.name) {
                         out.push(m);
                     }
@@ -138,7 +139,9 @@ pub fn location_in_dir(dir: &Path) -> Result<ModelLocation, LlmError> {
         .map_err(|e| err(format!("{}: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    let has_ext = |x: &str| entries.iter().filter(|p| p.extension().map(|e| e == x).unwrap_or(false)).cloned().collect::<Vec<_>>();
+    let has_ext = |x: &str| {
+        entries.iter().filter(|p| p.extension().map(|e| e == x).unwrap_or(false)).cloned().collect::<Vec<_>>()
+    };
     if dir.join("config.json").is_file() && !has_ext("safetensors").is_empty() {
         return Ok(ModelLocation::Safetensors(dir.to_path_buf()));
     }

@@ -25,7 +25,8 @@ const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 /// The Llama 3 pre-tokenizer regex (`tokenizer.ggml.pre = llama-bpe`).
 const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// The Qwen2 pre-tokenizer regex (`tokenizer.ggml.pre = qwen2`): like Llama 3 but single digits.
-const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// A tokenizer plus the per-token byte strings and special-token ids.
 pub struct Tokenizer {
@@ -148,11 +149,9 @@ impl Tokenizer {
             }
             "qwen2" | "deepseek-r1-qwen" => Sequence::new(vec![split(QWEN2_REGEX)?, byte_level.into()]).into(),
             // smollm and starcoder-style vocabularies: single digits, then GPT-2's regex.
-            "smollm" | "starcoder" | "refact" => Sequence::new(vec![
-                Digits::new(true).into(),
-                ByteLevel::new(false, true, true).into(),
-            ])
-            .into(),
+            "smollm" | "starcoder" | "refact" => {
+                Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]).into()
+            }
             _ => ByteLevel::new(false, true, true).into(),
         };
         inner.with_pre_tokenizer(Some(pre_tok));
@@ -163,9 +162,7 @@ impl Tokenizer {
             .filter(|(_, &t)| t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED)
             .map(|(s, &t)| AddedToken::from(s.clone(), t == TOKEN_TYPE_CONTROL))
             .collect();
-        inner
-            .add_special_tokens(specials)
-            .map_err(|e| err(format!("adding special tokens: {e}")))?;
+        inner.add_special_tokens(specials).map_err(|e| err(format!("adding special tokens: {e}")))?;
 
         let map = byte_level_char_to_byte();
         let mut special = vec![false; tokens.len()];
@@ -200,8 +197,8 @@ impl Tokenizer {
 
     /// Loads a Hugging Face `tokenizer.json` (plus `tokenizer_config.json` for special ids, when present).
     pub fn from_file(path: &Path, config: Option<&serde_json::Value>) -> Result<Self, LlmError> {
-        let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| err(format!("reading {}: {e}", path.display())))?;
+        let inner =
+            tokenizers::Tokenizer::from_file(path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
         let n = inner.get_vocab_size(true);
         let mut names = vec![String::new(); n];
         for (s, i) in inner.get_vocab(true) {

@@ -19,9 +19,7 @@ pub fn engine() -> Engine {
     let opts = EngineOptions { model: None, device: Some("cpu".into()), threads: Some(1) };
     match Engine::load(&opts) {
         Ok(e) => e,
-        Err(e) => panic!(
-            "the LLM tests need the default model: {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip them)"
-        ),
+        Err(e) => panic!("the LLM tests need the default model: {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip them)"),
     }
 }
 

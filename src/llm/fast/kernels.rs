@@ -300,6 +300,66 @@ pub fn gemm_tile(w: &[f32], ldw: usize, mr: usize, k: usize, xt: &[f32], ldx: us
     }
 }
 
+/// [`gemm_tile`] with `xt` stored as IEEE half floats (the KV cache).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tile_h(w: &[f32], ldw: usize, mr: usize, k: usize, xt: &[u16], ldx: usize, c: &mut [f32], ldc: usize, simd: bool) {
+    assert!((1..=6).contains(&mr) && ldw >= k && w.len() >= (mr - 1) * ldw + k);
+    assert!(k == 0 || xt.len() >= (k - 1) * ldx + 16);
+    assert!(c.len() >= (mr - 1) * ldc + 16);
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` implies AVX2+FMA+F16C; the asserts above bound every access.
+        unsafe {
+            match mr {
+                6 => avx::gemm_tile_h::<6>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+                5 => avx::gemm_tile_h::<5>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+                4 => avx::gemm_tile_h::<4>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+                3 => avx::gemm_tile_h::<3>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+                2 => avx::gemm_tile_h::<2>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+                _ => avx::gemm_tile_h::<1>(w.as_ptr(), ldw, k, xt.as_ptr(), ldx, c.as_mut_ptr(), ldc),
+            }
+        }
+        return;
+    }
+    let _ = simd;
+    for i in 0..mr {
+        let mut acc = [0f32; 16];
+        for kk in 0..k {
+            let wv = w[i * ldw + kk];
+            for (a, x) in acc.iter_mut().zip(&xt[kk * ldx..kk * ldx + 16]) {
+                *a += wv * f16_to_f32(*x);
+            }
+        }
+        c[i * ldc..i * ldc + 16].copy_from_slice(&acc);
+    }
+}
+
+/// f32 -> IEEE half, round to nearest even (saturating to infinity).
+pub fn f32_to_f16(v: f32) -> u16 {
+    let b = v.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let a = v.abs();
+    if a.is_nan() {
+        return sign | 0x7e00;
+    }
+    if a >= 65520.0 {
+        return sign | 0x7c00;
+    }
+    if a < 6.103_515_6e-5 {
+        // subnormal: multiples of 2^-24
+        return sign | (a * 16_777_216.0).round_ties_even() as u16;
+    }
+    let ab = a.to_bits();
+    let exp = (ab >> 23) as i32 - 127 + 15;
+    let man = ab & 0x7f_ffff;
+    let mut h = ((exp as u32) << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}
+
 pub fn dot_f32(a: &[f32], b: &[f32], simd: bool) -> f32 {
     assert_eq!(a.len(), b.len());
     #[cfg(target_arch = "x86_64")]
@@ -605,6 +665,34 @@ mod avx {
         }
     }
 
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn gemm_tile_h<const MR: usize>(
+        w: *const f32,
+        ldw: usize,
+        k: usize,
+        xt: *const u16,
+        ldx: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut c0 = [_mm256_setzero_ps(); MR];
+        let mut c1 = [_mm256_setzero_ps(); MR];
+        for kk in 0..k {
+            let x = xt.add(kk * ldx);
+            let a0 = _mm256_cvtph_ps(_mm_loadu_si128(x as *const __m128i));
+            let a1 = _mm256_cvtph_ps(_mm_loadu_si128(x.add(8) as *const __m128i));
+            for i in 0..MR {
+                let wv = _mm256_broadcast_ss(&*w.add(i * ldw + kk));
+                c0[i] = _mm256_fmadd_ps(wv, a0, c0[i]);
+                c1[i] = _mm256_fmadd_ps(wv, a1, c1[i]);
+            }
+        }
+        for i in 0..MR {
+            _mm256_storeu_ps(c.add(i * ldc), c0[i]);
+            _mm256_storeu_ps(c.add(i * ldc + 8), c1[i]);
+        }
+    }
+
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len();
@@ -845,6 +933,30 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn gemm_tile_h_matches_reference() {
+        let mut rng = Rng(43);
+        for simd in [false, has_avx2()] {
+            for mr in 1..=6 {
+                let (k, ldx, ldc, ldw) = (70, 20, 16, 72);
+                let w: Vec<f32> = (0..mr * ldw).map(|_| rng.f()).collect();
+                let xt: Vec<u16> = (0..k * ldx).map(|_| f32_to_f16(rng.f() * 8.0)).collect();
+                let mut c = vec![0f32; mr * ldc];
+                gemm_tile_h(&w, ldw, mr, k, &xt, ldx, &mut c, ldc, simd);
+                for i in 0..mr {
+                    for t in 0..16 {
+                        let r: f32 = (0..k).map(|kk| w[i * ldw + kk] * f16_to_f32(xt[kk * ldx + t])).sum();
+                        assert!((c[i * ldc + t] - r).abs() < 1e-3, "mr={mr} i={i} t={t}");
+                    }
+                }
+            }
+        }
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 1e-6, 3.14159, -1e-8] {
+            let back = f16_to_f32(f32_to_f16(v));
+            assert!((back - v).abs() <= v.abs() * 1e-3 + 6e-8, "{v} -> {back}");
         }
     }
 

@@ -13,6 +13,8 @@
 //! * Attention in f32 with an f32 KV cache; only the last token's logits are computed.
 //! * Threads: [`pool::Pool`], which parks idle workers instead of spinning forever.
 
+#![allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
+
 pub mod kernels;
 pub mod pool;
 
@@ -28,7 +30,7 @@ use kernels::{QAct, QType, QK};
 use pool::{Pool, SyncPtr};
 
 /// Calls with at most this many tokens use the integer (decode) path; more use the f32 GEMM path.
-const SMALL_T: usize = 4;
+const SMALL_T: usize = 8;
 
 fn msg(s: impl Into<String>) -> LlmError {
     LlmError::Msg(s.into())
@@ -109,36 +111,30 @@ struct Layer {
     /// Rows: gate (ffn), up (ffn).
     wgu: QMat,
     wdown: QMat,
-    /// Keys, transposed: `[kv_dim][cap]` (row `g * head_dim + d` holds dimension `d` of KV head
-    /// `g` for every position), so attention scores are a GEMM tile.
-    kt: Vec<f32>,
-    /// Values, `[pos][kv_dim]`.
-    v: Vec<f32>,
-    /// Allocated positions in `kt` (a multiple of 16).
-    cap: usize,
+    /// Keys, transposed in tiles of 16 positions: `[pos / 16][kv_dim][16]`, so the scores of 16
+    /// keys are one GEMM tile reading 2 KiB contiguously (per 64-dim head). Half precision,
+    /// like llama.cpp's default KV cache: it halves the cache's memory traffic in decode.
+    kt: Vec<u16>,
+    /// Values, `[pos][kv_dim]`, half precision.
+    v: Vec<u16>,
 }
 
 impl Layer {
-    fn reserve(&mut self, kv_dim: usize, n_pos: usize, len: usize) {
-        if n_pos <= self.cap {
-            return;
+    fn reserve(&mut self, kv_dim: usize, n_pos: usize) {
+        let need = n_pos.div_ceil(16) * kv_dim * 16;
+        if self.kt.len() < need {
+            self.kt.resize(need, 0);
         }
-        let cap = (n_pos.div_ceil(16) * 16).max(2 * self.cap).max(256);
-        let mut kt = vec![0f32; kv_dim * cap];
-        for r in 0..kv_dim {
-            kt[r * cap..r * cap + len].copy_from_slice(&self.kt[r * self.cap..r * self.cap + len]);
-        }
-        self.kt = kt;
-        self.cap = cap;
     }
 
     /// Stores the (roped) key and the value of position `pos`.
     fn store_kv(&mut self, pos: usize, k: &[f32], v: &[f32]) {
+        let base = pos / 16 * k.len() * 16 + pos % 16;
         for (r, kv) in k.iter().enumerate() {
-            self.kt[r * self.cap + pos] = *kv;
+            self.kt[base + r * 16] = kernels::f32_to_f16(*kv);
         }
         self.v.truncate(pos * v.len());
-        self.v.extend_from_slice(v);
+        self.v.extend(v.iter().map(|x| kernels::f32_to_f16(*x)));
     }
 }
 
@@ -229,7 +225,7 @@ impl FastLlama {
             {
                 return Err(msg(format!("fast llama: layer {l} has unexpected shapes")));
             }
-            layers.push(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new(), cap: 0 });
+            layers.push(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() });
         }
         let half = cfg.head_dim / 2;
         let inv_freq = (0..half)
@@ -305,7 +301,7 @@ impl FastLlama {
         self.ensure_rope(start_pos + tokens.len());
         let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
         for l in &mut self.layers {
-            l.reserve(kv_dim, start_pos + tokens.len(), start_pos);
+            l.reserve(kv_dim, start_pos + tokens.len());
         }
         let last = if tokens.len() <= SMALL_T {
             self.forward_small(tokens, start_pos)?
@@ -366,7 +362,11 @@ impl FastLlama {
                 self.layers[li].store_kv(start + t, &row[c.dim..c.dim + kv_dim], &row[c.dim + kv_dim..]);
             }
             let l = &self.layers[li];
-            attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
+            if c.n_head / c.n_kv_head <= 6 {
+                attention_gqa(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
+            } else {
+                attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
+            }
             qa.quantize(&att, c.dim);
             gemv(&self.pool, &l.wo, &qa, t_n, &mut o, self.simd);
             for (xv, ov) in x.iter_mut().zip(&o) {
@@ -505,39 +505,13 @@ fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(x.len() / QK * 34);
     for b in x.chunks_exact(QK) {
         let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let dh = f32_to_f16(amax / 127.0);
+        let dh = kernels::f32_to_f16(amax / 127.0);
         let d = kernels::f16_to_f32(dh);
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         out.extend_from_slice(&dh.to_le_bytes());
         out.extend(b.iter().map(|v| (v * id).round().clamp(-127.0, 127.0) as i8 as u8));
     }
     out
-}
-
-/// f32 -> IEEE half, round to nearest even (normal and subnormal range, saturating to inf).
-fn f32_to_f16(v: f32) -> u16 {
-    let b = v.to_bits();
-    let sign = ((b >> 16) & 0x8000) as u16;
-    let a = v.abs();
-    if a.is_nan() {
-        return sign | 0x7e00;
-    }
-    if a >= 65520.0 {
-        return sign | 0x7c00;
-    }
-    if a < 6.103_515_6e-5 {
-        // subnormal: multiples of 2^-24
-        return sign | (a * 16_777_216.0).round_ties_even() as u16;
-    }
-    let ab = a.to_bits();
-    let exp = (ab >> 23) as i32 - 127 + 15;
-    let man = ab & 0x7f_ffff;
-    let mut h = ((exp as u32) << 10) | (man >> 13);
-    let rest = man & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1) {
-        h += 1;
-    }
-    sign | h as u16
 }
 
 fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
@@ -665,9 +639,10 @@ fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: u
     let scale = 1.0 / (hd as f32).sqrt();
     let n_tiles = t_n.div_ceil(6);
     assert!(out.len() >= t_n * qd && q.len() >= t_n * qd);
-    assert!(l.cap >= start + t_n && l.v.len() >= (start + t_n) * kv_dim && hd % 16 == 0);
+    assert!(l.kt.len() >= (start + t_n).div_ceil(16) * kv_dim * 16);
+    assert!(l.v.len() >= (start + t_n) * kv_dim && hd % 16 == 0);
     let op = SyncPtr::new(out);
-    let (kt, v, cap) = (&l.kt, &l.v, l.cap);
+    let (kt, v) = (&l.kt, &l.v);
     pool.run(n_tiles * c.n_head, &|task| {
         let h = task % c.n_head;
         let t0 = task / c.n_head * 6;
@@ -679,9 +654,9 @@ fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: u
             let mut sc = s.borrow_mut();
             sc.resize(mr * ldc, 0.0);
             let qrows = &q[t0 * qd + h * hd..];
-            let ktg = &kt[g * hd * cap..];
             for j0 in (0..n_keys).step_by(16) {
-                kernels::gemm_tile(qrows, qd, mr, hd, &ktg[j0..], cap, &mut sc[j0..], ldc, simd);
+                let tile = &kt[(j0 / 16 * kv_dim + g * hd) * 16..];
+                kernels::gemm_tile_h(qrows, qd, mr, hd, tile, 16, &mut sc[j0..], ldc, simd);
             }
             for i in 0..mr {
                 let n_i = start + t0 + i + 1;
@@ -700,12 +675,68 @@ fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: u
             }
             let mut tile = [0f32; 6 * 16];
             for d0 in (0..hd).step_by(16) {
-                kernels::gemm_tile(&sc, ldc, mr, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
+                kernels::gemm_tile_h(&sc, ldc, mr, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
                 for i in 0..mr {
                     // SAFETY: this task alone owns head `h` of token t0+i in `out` (16 floats at
                     // column h*hd+d0, in bounds as asserted); `out` outlives the run.
                     let o = unsafe { op.slice((t0 + i) * qd + h * hd + d0, 16) };
                     o.copy_from_slice(&tile[i * 16..(i + 1) * 16]);
+                }
+            }
+        });
+    });
+}
+
+/// Decode-time attention: one task per (token, KV head) handling all query heads that share the
+/// KV head (grouped-query attention), so each key/value tile is loaded once for the group.
+#[allow(clippy::too_many_arguments)]
+fn attention_gqa(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: usize, out: &mut [f32], simd: bool) {
+    let hd = c.head_dim;
+    let qd = c.n_head * hd;
+    let kv_dim = c.n_kv_head * hd;
+    let group = c.n_head / c.n_kv_head;
+    assert!((1..=6).contains(&group));
+    let scale = 1.0 / (hd as f32).sqrt();
+    assert!(out.len() >= t_n * qd && q.len() >= t_n * qd);
+    assert!(l.kt.len() >= (start + t_n).div_ceil(16) * kv_dim * 16);
+    assert!(l.v.len() >= (start + t_n) * kv_dim && hd % 16 == 0);
+    let op = SyncPtr::new(out);
+    let (kt, v) = (&l.kt, &l.v);
+    pool.run(t_n * c.n_kv_head, &|task| {
+        let t = task / c.n_kv_head;
+        let g = task % c.n_kv_head;
+        let n_keys = start + t + 1;
+        let ldc = n_keys.div_ceil(16) * 16;
+        SCORES.with(|s| {
+            let mut sc = s.borrow_mut();
+            sc.resize(group * ldc, 0.0);
+            let qrows = &q[t * qd + g * group * hd..];
+            for j0 in (0..n_keys).step_by(16) {
+                let tile = &kt[(j0 / 16 * kv_dim + g * hd) * 16..];
+                kernels::gemm_tile_h(qrows, hd, group, hd, tile, 16, &mut sc[j0..], ldc, simd);
+            }
+            for i in 0..group {
+                let row = &mut sc[i * ldc..(i + 1) * ldc];
+                let (valid, masked) = row.split_at_mut(n_keys);
+                let mut max = f32::NEG_INFINITY;
+                for x in valid.iter_mut() {
+                    *x *= scale;
+                    max = max.max(*x);
+                }
+                let inv = 1.0 / kernels::exp_sub_sum(valid, max, simd);
+                for x in valid.iter_mut() {
+                    *x *= inv;
+                }
+                masked.fill(0.0);
+            }
+            // SAFETY: this task alone owns heads g*group..(g+1)*group of token t in `out`: one
+            // contiguous range of group*hd floats, in bounds as asserted; `out` outlives the run.
+            let o = unsafe { op.slice(t * qd + g * group * hd, group * hd) };
+            let mut tile = [0f32; 6 * 16];
+            for d0 in (0..hd).step_by(16) {
+                kernels::gemm_tile_h(&sc, ldc, group, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
+                for i in 0..group {
+                    o[i * hd + d0..i * hd + d0 + 16].copy_from_slice(&tile[i * 16..(i + 1) * 16]);
                 }
             }
         });

