@@ -70,7 +70,10 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
         jobs: a.jobs,
     };
-    let mut report = compare::compare(&a.before, &a.after, &opts)?;
+    let mut report = compare::compare(&a.before, &a.after, &opts).map_err(|e| match e {
+        compare::CompareError::Llm(_) => anyhow::anyhow!("{e} (use --no-llm for the deltas alone)"),
+        e => e.into(),
+    })?;
     for e in &report.errors {
         eprintln!("error: {}", e.message);
     }

@@ -596,6 +596,14 @@ fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: boo
     let (n, k) = (w.rows, w.cols);
     assert!(xt.len() >= k * tp && out.len() >= n * tp && tp % 16 == 0);
     let cr = chunk_rows(n, pool.threads(), 6, 6, 48);
+    // Repack the activations tile-major, `[tp / 16][k][16]`, so the micro-kernel streams each
+    // 16-token tile contiguously instead of striding through `xt` (a strided walk stalls on loads).
+    let mut packed = Vec::with_capacity(k * tp);
+    for t0 in (0..tp).step_by(16) {
+        for kk in 0..k {
+            packed.extend_from_slice(&xt[kk * tp + t0..kk * tp + t0 + 16]);
+        }
+    }
     let op = SyncPtr::new(out);
     pool.run(n.div_ceil(cr), &|ci| {
         let r0 = ci * cr;
@@ -614,7 +622,7 @@ fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: boo
             for t0 in (0..tp).step_by(16) {
                 for g in (0..nr).step_by(6) {
                     let mr = (nr - g).min(6);
-                    kernels::gemm_tile(&buf[g * k..(g + mr) * k], k, mr, k, &xt[t0..], tp, &mut o[g * tp + t0..], tp, simd);
+                    kernels::gemm_tile(&buf[g * k..(g + mr) * k], k, mr, k, &packed[t0 * k..], 16, &mut o[g * tp + t0..], tp, simd);
                 }
             }
         });
