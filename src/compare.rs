@@ -36,6 +36,8 @@ pub const MAX_CAUSES: usize = 2;
 pub const MAX_CITATIONS: usize = 3;
 /// At most this many metric constants per kernel in the schema (the largest changes first).
 pub const MAX_CITABLE: usize = 10;
+/// Constrained re-asks (with the validator's reasons) for an explanation that fails validation.
+pub const REPAIR_ATTEMPTS: usize = 1;
 
 /// The facts compared for every matched kernel, in display order.
 pub const COMPARED_FACTS: &[&str] = &[
@@ -231,7 +233,9 @@ pub struct KernelDelta {
     pub categories_disappeared: Vec<Category>,
     pub explanation_status: ExplanationStatus,
     pub explanation: Option<Explanation>,
-    /// Why the model's explanation was dropped.
+    /// The shown explanation came from the re-ask (its first answer failed: see `dropped_reasons`).
+    pub explanation_repaired: bool,
+    /// Why the model's explanation was dropped (or, when repaired, why its first answer was).
     pub dropped_reasons: Vec<String>,
 }
 
@@ -455,6 +459,7 @@ fn kernel_delta(kind: MatchKind, bg: &Group, bp: &[Profile], ag: &Group, ap: &[P
         categories_disappeared,
         explanation_status: ExplanationStatus::NotRequested,
         explanation: None,
+        explanation_repaired: false,
         dropped_reasons: vec![],
     };
     (k, ba, aa)
@@ -566,34 +571,47 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
             let schema = explanation_schema(&cites);
             let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
             gen.max_tokens = token_budget(&schema);
-            let messages = vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
-            let g = engine.generate(&messages, &gen, Some(&schema))?;
-            match serde_json::from_str::<Explanation>(&g.text) {
-                Ok(mut e) => {
-                    // Runs of spaces (where a number would have been) collapse; validated as shown.
-                    let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-                    e.summary = tidy(&e.summary);
-                    e.causes = e.causes.iter().map(|c| tidy(c)).collect();
-                    let mut seen = std::collections::HashSet::new();
-                    e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
-                    match validate_explanation(&e, &bctx, &actx, k.direction) {
-                        Ok(()) => {
-                            k.explanation = Some(e);
-                            k.explanation_status = ExplanationStatus::Validated;
-                            validated += 1;
-                        }
-                        Err(r) => {
-                            k.dropped_reasons = r;
-                            k.explanation_status = ExplanationStatus::Dropped;
-                            dropped += 1;
+            let messages: Vec<ChatMessage> = vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
+            let mut messages = messages;
+            let mut first_reasons: Option<Vec<String>> = None;
+            // One constrained attempt, then at most one re-ask with the validator's reasons.
+            for attempt in 0..=REPAIR_ATTEMPTS {
+                let g = engine.generate(&messages, &gen, Some(&schema))?;
+                let reasons = match serde_json::from_str::<Explanation>(&g.text) {
+                    Ok(mut e) => {
+                        // Runs of spaces collapse; the text is validated as shown.
+                        let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+                        e.summary = tidy(&e.summary);
+                        e.causes = e.causes.iter().map(|c| tidy(c)).collect();
+                        let mut seen = std::collections::HashSet::new();
+                        e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
+                        match validate_explanation(&e, &bctx, &actx, k.direction) {
+                            Ok(()) => {
+                                k.explanation = Some(e);
+                                k.explanation_status = ExplanationStatus::Validated;
+                                k.explanation_repaired = attempt > 0;
+                                k.dropped_reasons = first_reasons.take().unwrap_or_default();
+                                validated += 1;
+                                break;
+                            }
+                            Err(r) => r,
                         }
                     }
-                }
-                Err(e) => {
-                    k.dropped_reasons = vec![format!("the model's output was not complete JSON ({e}; stop: {:?})", g.stop_reason)];
+                    Err(e) => vec![format!("the model's output was not complete JSON ({e}; stop: {:?})", g.stop_reason)],
+                };
+                if attempt == REPAIR_ATTEMPTS {
+                    k.dropped_reasons = first_reasons.take().unwrap_or_else(|| reasons.clone());
+                    if attempt > 0 {
+                        k.dropped_reasons.extend(reasons.iter().map(|r| format!("after the re-ask: {r}")));
+                    }
                     k.explanation_status = ExplanationStatus::Dropped;
                     dropped += 1;
+                    break;
                 }
+                messages.truncate(2);
+                messages.push(ChatMessage::assistant(g.text.clone()));
+                messages.push(ChatMessage::user(prompt("repair", &json!({ "reasons": reasons }))?));
+                first_reasons = Some(reasons);
             }
         }
     }
@@ -679,8 +697,15 @@ pub fn citables(k: &KernelDelta, before: &Context, after: &Context) -> Vec<Citab
     out
 }
 
-fn text(min: usize, max: usize) -> Value {
-    json!({ "type": "string", "pattern": format!("^[{}]{{{min},{max}}}$", crate::explain::schema::TEXT_CHARS) })
+/// A digit-free sentence (explain's word shape: a capital, words separated by single spaces,
+/// commas or semicolons, a final period) of at least `min_words` words and at most `max_chars` characters.
+fn text(min_words: usize, max_chars: usize) -> Value {
+    let word = crate::explain::schema::WORD;
+    json!({
+        "type": "string",
+        "pattern": format!("^[A-Z][a-z'-]{{0,15}}( {word}[,;]?){{{},{}}}[.]$", min_words.saturating_sub(1), max_chars / 2),
+        "maxLength": max_chars,
+    })
 }
 
 /// The schema of one kernel's explanation: digit-free text and exact citations.
@@ -704,9 +729,9 @@ pub fn explanation_schema(cites: &[Citable]) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "summary": text(8, SUMMARY_MAX_CHARS),
+            "summary": text(4, SUMMARY_MAX_CHARS),
             "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len().max(1)) },
-            "causes": { "type": "array", "items": text(8, CAUSE_MAX_CHARS), "minItems": 1, "maxItems": MAX_CAUSES },
+            "causes": { "type": "array", "items": text(3, CAUSE_MAX_CHARS), "minItems": 1, "maxItems": MAX_CAUSES },
         },
         "required": ["summary", "evidence", "causes"],
         "additionalProperties": false
@@ -792,6 +817,10 @@ pub fn validate_explanation(e: &Explanation, before: &Context, after: &Context, 
     let mut texts: Vec<(&str, &str)> = vec![("summary", e.summary.as_str())];
     texts.extend(e.causes.iter().map(|c| ("cause", c.as_str())));
     for (field, t) in &texts {
+        let max = if *field == "summary" { SUMMARY_MAX_CHARS } else { CAUSE_MAX_CHARS };
+        if t.chars().count() > max {
+            reasons.push(format!("the {field} is longer than {max} characters"));
+        }
         for (s, _) in validate::numbers_in_text(t) {
             reasons.push(format!("the {field} writes the number {s}; numbers belong in the evidence"));
         }
