@@ -424,6 +424,9 @@ impl Engine {
         timings.generated_tokens = out.len();
         timings.decode_s = t_dec.elapsed().as_secs_f64();
         let text = self.tokenizer.decode(&out);
+        // Only the prompt is offered for reuse: generated tokens' KV entries were computed one at a
+        // time, which a cold run of a prompt holding the same text would not do.
+        self.cached.truncate(ids.len().min(self.cached.len()));
         Ok(Generation { text, tokens: out, stop_reason: stop, timings })
     }
 

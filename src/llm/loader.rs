@@ -151,9 +151,10 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default candle).
+    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU Llama, see
+    /// `src/llm/fast`; candle-transformers for every other architecture and device).
     pub fn from_env(threads: usize) -> Self {
-        let prefer_fast = std::env::var("KEET_LLM_IMPL").map(|v| v.eq_ignore_ascii_case("fast")).unwrap_or(false);
+        let prefer_fast = !std::env::var("KEET_LLM_IMPL").map(|v| v.eq_ignore_ascii_case("candle")).unwrap_or(false);
         LoadOptions { prefer_fast, threads }
     }
 }

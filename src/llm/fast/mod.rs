@@ -457,7 +457,18 @@ impl FastLlama {
 
 impl CausalLm for FastLlama {
     fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
-        self.run(tokens, start_pos)
+        // Split at absolute multiples of the prefill chunk, so the path each position takes (batched
+        // f32 or small int8) -- and so its KV values -- never depends on how a prompt was split
+        // across requests: a reused prefix gives exactly what a cold run computes.
+        let chunk = crate::llm::loader::chunk_size().max(1);
+        let (mut pos, mut i, mut last) = (start_pos, 0, None);
+        while i < tokens.len() {
+            let n = ((pos / chunk + 1) * chunk - pos).min(tokens.len() - i);
+            last = Some(self.run(&tokens[i..i + n], pos)?);
+            pos += n;
+            i += n;
+        }
+        last.ok_or_else(|| LlmError::Msg("forward called with no tokens".into()))
     }
     fn truncate_cache(&mut self, len: usize) {
         self.truncate(len);
