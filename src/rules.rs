@@ -334,7 +334,9 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
 
     // Divergent branches (branch targets not uniform across the warp).
     if let Some(u) = v(&f.branch_uniform_pct) {
-        if u < t::BRANCH_UNIFORM_PCT && !thread_divergence {
+        // When the divergent-target count is known, it must be non-zero (a one-thread warp reports 0% uniform).
+        let diverged = v(&f.divergent_branch_targets).is_none_or(|d| d > 0.0);
+        if u < t::BRANCH_UNIFORM_PCT && !thread_divergence && diverged {
             let mut facts = vec!["branch_uniform_pct"];
             if f.divergent_branch_targets.is_some() {
                 facts.push("divergent_branch_targets");

@@ -215,6 +215,35 @@ fn no_llm_needs_no_model() {
 }
 
 #[test]
+fn source_page_is_attached_and_hot_lines_found() {
+    // The details page and the CUDA+SASS source page of the same launch: the source view is
+    // attached to the kernel (not explained on its own), and its hottest CUDA lines are found.
+    let read = |p: &str| keet::profile::read_path(Path::new(&corpus(p))).unwrap();
+    let profiles = keet::explain::source::attach_source_views(vec![
+        read("rtx3060-sassscope/details.csv"),
+        read("rtx3060-sassscope/source_cuda_sass.csv"),
+    ]);
+    let groups = keet::explain::select::group_kernels(&profiles);
+    assert_eq!(groups.len(), 1, "the source page is attached, not a kernel of its own");
+    let launch = groups[0].launch(&profiles);
+    let lines = keet::explain::source::hot_lines(launch, &[]);
+    assert!(!lines.is_empty(), "no hot lines");
+    for l in &lines {
+        assert!(l.line.is_some() && !l.text.is_empty() && l.share_pct > 0.0, "{l:?}");
+    }
+    // Line-level categories point at them; launch-shape categories do not.
+    use keet::rules::Category;
+    assert!(!keet::explain::source::lines_for(Category::MemoryCoalescing, &lines).is_empty());
+    assert!(keet::explain::source::lines_for(Category::GridTooSmall, &lines).is_empty());
+    // A --source file supplies the text for the profile's line numbers.
+    let dir = tempfile::tempdir().unwrap();
+    let cu = dir.path().join("probe_kernels.cu");
+    std::fs::write(&cu, (1..=200).map(|i| format!("// line {i}\n")).collect::<String>()).unwrap();
+    let with_src = keet::explain::source::hot_lines(launch, &[cu]);
+    assert_eq!(with_src[0].text, format!("// line {}", with_src[0].line.unwrap()));
+}
+
+#[test]
 fn missing_model_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_keet"))

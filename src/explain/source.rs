@@ -36,11 +36,16 @@ fn strip_args(name: &str) -> &str {
 }
 
 /// The counter column used to rank lines: stall samples first, then executed instructions.
+/// The first preferred column that has any counts (a profile without stall samples falls back to
+/// executed instructions).
 fn pick_column(view: &SourceView) -> Option<usize> {
     let prefs = ["Warp Stall Sampling (All Samples)", "Warp Stall Sampling", "Sampling", "L2 Theoretical Sectors Global Excessive", "Instructions Executed"];
     for p in prefs {
         if let Some(i) = view.columns.iter().position(|c| c.contains(p)) {
-            return Some(i);
+            let total: f64 = view.rows.iter().filter_map(|r| r.values.get(i).copied().flatten()).sum();
+            if total > 0.0 {
+                return Some(i);
+            }
         }
     }
     None
