@@ -700,10 +700,9 @@ pub fn citables(k: &KernelDelta, before: &Context, after: &Context) -> Vec<Citab
 /// A digit-free sentence (explain's word shape: a capital, words separated by single spaces,
 /// commas or semicolons, a final period) of at least `min_words` words and at most `max_chars` characters.
 fn text(min_words: usize, max_chars: usize) -> Value {
-    let word = crate::explain::schema::WORD;
     json!({
         "type": "string",
-        "pattern": format!("^[A-Z][a-z'-]{{0,15}}( {word}[,;]?){{{},{}}}[.]$", min_words.saturating_sub(1), max_chars / 2),
+        "pattern": crate::explain::schema::sentence_pattern(min_words, max_chars / 2 + 1),
         "maxLength": max_chars,
     })
 }

@@ -62,7 +62,7 @@ pub const TEXT_CHARS: &str = "A-Za-z ,.;'-";
 pub const WORD: &str = "[A-Za-z][a-z]{0,13}([-'][a-z]{1,10})?";
 
 /// A bounded sentence pattern: `min_words..=max_words` words.
-fn sentence_pattern(min_words: usize, max_words: usize) -> String {
+pub fn sentence_pattern(min_words: usize, max_words: usize) -> String {
     format!("^[A-Z][a-z]{{0,13}}( {WORD}[,;]?){{{},{}}}[.]$", min_words.saturating_sub(1), max_words.saturating_sub(1))
 }
 
