@@ -382,9 +382,9 @@ fn stall_fact(facts: &Facts, launch: &Launch, reason: &str) -> Option<Fact> {
             metric: name,
             value: v,
             unit: m.unit.symbol(),
-            raw_value: m.raw_value.clone(),
-            raw_unit: m.raw_unit.clone(),
-            origin: m.origin.clone(),
+            raw_value: m.raw_value.to_string(),
+            raw_unit: m.raw_unit.to_string(),
+            origin: m.origin.to_string(),
         }],
     })
 }
@@ -861,8 +861,8 @@ mod tests {
         let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([64, 1, 1]), ..Default::default() };
         for (n, v, u, ru) in [("gpu__time_duration.sum", ns, Unit::Nanoseconds, "nsecond"), ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", dram, Unit::Percent, "%")] {
             l.metrics.insert(
-                n.into(),
-                Metric { value: MetricValue::Number(v), unit: u, raw_value: v.to_string(), raw_unit: ru.into(), label: None, section: None, origin: "t".into() },
+                n,
+                Metric { value: MetricValue::Number(v), unit: &u, raw_value: &v.to_string(), raw_unit: ru, label: None, section: None, origin: Default::default() },
             );
         }
         l

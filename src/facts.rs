@@ -238,14 +238,14 @@ impl Facts {
     }
 }
 
-fn evidence(name: &str, m: &Metric, value: f64) -> Evidence {
+fn evidence(name: &str, m: Metric<'_>, value: f64) -> Evidence {
     Evidence {
         metric: name.to_string(),
         value,
         unit: m.unit.symbol(),
-        raw_value: m.raw_value.clone(),
-        raw_unit: m.raw_unit.clone(),
-        origin: m.origin.clone(),
+        raw_value: m.raw_value.to_string(),
+        raw_unit: m.raw_unit.to_string(),
+        origin: m.origin.to_string(),
     }
 }
 
@@ -273,9 +273,9 @@ impl<'a> Reader<'a> {
     /// A fact copied from one metric, converted when the metric's unit needs it.
     fn fact_unit(&self, key: &'static str, label: &'static str, unit: &'static str, names: &[&str], want: &Unit) -> Option<Fact> {
         let f = self.fact(key, label, unit, names)?;
-        let m = &self.launch.metrics[&f.evidence[0].metric];
+        let m = self.launch.metrics.get(&f.evidence[0].metric)?;
         // Units that disagree with what the fact needs mean a different quantity: no fact.
-        if m.unit != *want && m.unit != Unit::None {
+        if m.unit != want && *m.unit != Unit::None {
             return None;
         }
         Some(f)
@@ -759,15 +759,15 @@ mod tests {
         for (n, v, u) in metrics {
             let (fac, unit) = crate::profile::units::normalize_unit(u);
             l.metrics.insert(
-                n.to_string(),
+                n,
                 Metric {
                     value: MetricValue::Number(v * fac),
-                    unit,
-                    raw_value: v.to_string(),
-                    raw_unit: u.to_string(),
+                    unit: &unit,
+                    raw_value: &v.to_string(),
+                    raw_unit: u,
                     label: None,
                     section: None,
-                    origin: "test".into(),
+                    origin: Default::default(),
                 },
             );
         }

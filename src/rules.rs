@@ -574,8 +574,8 @@ mod tests {
         for (n, v) in metrics {
             let unit = if n.contains("pct") { crate::profile::Unit::Percent } else { crate::profile::Unit::None };
             l.metrics.insert(
-                n.to_string(),
-                Metric { value: MetricValue::Number(*v), unit, raw_value: v.to_string(), raw_unit: String::new(), label: None, section: None, origin: "t".into() },
+                n,
+                Metric { value: MetricValue::Number(*v), unit: &unit, raw_value: &v.to_string(), raw_unit: "", label: None, section: None, origin: Default::default() },
             );
         }
         l

@@ -344,7 +344,7 @@ mod tests {
         ] {
             l.metrics.insert(
                 n.into(),
-                Metric { value: MetricValue::Number(v), unit: u, raw_value: raw.into(), raw_unit: ru.into(), label: None, section: None, origin: "t".into() },
+                Metric { value: MetricValue::Number(v), unit: &u, raw_value: raw, raw_unit: ru, label: None, section: None, origin: Default::default() },
             );
         }
         l

@@ -81,7 +81,7 @@ fn details_rtx3060() {
     // "Duration","ns","1,952"
     assert_close(&durations(&p), &[1952.0]);
     // "DRAM Frequency","hz","7,256,830,601.09"
-    assert_eq!(l.metrics["dram__cycles_elapsed.avg.per_second"].as_f64(), Some(7_256_830_601.09));
+    assert_eq!(l.metrics.get("dram__cycles_elapsed.avg.per_second").unwrap().as_f64(), Some(7_256_830_601.09));
     // 6 rule rows: SOLBottleneck, 2x LaunchConfiguration, AchievedOccupancy, TheoreticalOccupancy, PCSamplingData.
     let rules: Vec<&str> = l.ncu_rules.iter().map(|r| r.rule.as_str()).collect();
     assert_eq!(
@@ -95,7 +95,7 @@ fn details_rtx3060() {
 
 /// Numeric value of a details metric for comparison: text like "5,151 (33; 33; ...)" (a chart
 /// series) compares by its leading aggregate.
-fn comparable(m: &profile::Metric) -> Option<f64> {
+fn comparable(m: profile::Metric<'_>) -> Option<f64> {
     match &m.value {
         MetricValue::Number(v) => Some(*v),
         MetricValue::Text(t) => {
@@ -116,7 +116,7 @@ fn details_agree_with_raw_rtx3060() {
     let mut unmapped = Vec::new();
     for (key, m) in &dl.metrics {
         if key.contains('/') {
-            unmapped.push(key.clone());
+            unmapped.push(key.to_string());
             continue;
         }
         let raw = rl.metrics.get(key).unwrap_or_else(|| panic!("{key} (from {:?}) is not on the raw page", m.label));
@@ -173,11 +173,11 @@ fn details_h200() {
         .launches
         .iter()
         .filter_map(|l| l.metrics.get("launch__shared_mem_per_block_dynamic"))
-        .map(|m| m.raw_unit.as_str())
+        .map(|m| m.raw_unit)
         .collect();
     assert_eq!(units.into_iter().collect::<Vec<_>>(), ["Kbyte/block", "byte/block"]);
     for l in &p.launches {
-        let m = &l.metrics["launch__shared_mem_per_block_dynamic"];
+        let m = &l.metrics.get("launch__shared_mem_per_block_dynamic").unwrap();
         assert_eq!(m.unit.symbol(), "byte/block");
     }
 
@@ -224,7 +224,7 @@ fn metrics_pages() {
     assert_eq!(p.launches[0].name, "basic(int, int, int, const float *, const float *, float *)");
     assert_eq!(p.launches[7].name, "ampere_sgemm_128x64_nn");
     assert_eq!(p.launches[7].grid_size, Some([8, 16, 5]));
-    assert_eq!(p.launches[0].metrics["dram__bytes.sum"].as_f64(), Some(32_746_880.0));
+    assert_eq!(p.launches[0].metrics.get("dram__bytes.sum").unwrap().as_f64(), Some(32_746_880.0));
 
     let p = load("rtx4090-lashi/reduceInteger.csv");
     assert_eq!(p.launches.len(), 9);
@@ -236,7 +236,7 @@ fn metrics_pages() {
     assert_close(&durations(&p), &[203264.0, 213152.0, 227712.0]);
     // Same kernel three times: three launches.
     assert!(p.launches.iter().all(|l| l.name == "readOffset(float *, float *, float *, unsigned long, int)"));
-    assert_eq!(p.launches[1].metrics["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"].as_f64(), Some(5.0));
+    assert_eq!(p.launches[1].metrics.get("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio").unwrap().as_f64(), Some(5.0));
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn metrics_with_application_output() {
     let sm: Vec<f64> = p
         .launches
         .iter()
-        .map(|l| l.metrics["sm__throughput.avg.pct_of_peak_sustained_elapsed"].as_f64().unwrap())
+        .map(|l| l.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed").unwrap().as_f64().unwrap())
         .collect();
     assert_close(&sm, &[13.14, 12.81, 12.88, 12.79]);
     assert_eq!(p.launches[0].name.len(), 1462);
@@ -332,7 +332,7 @@ fn gui_export() {
     assert_eq!(l.device_name.as_deref(), Some("NVIDIA GeForce RTX 3080 Ti Laptop GPU"));
     assert_eq!(l.compute_capability.as_deref(), Some("8.6"));
     // "gpc__cycles_elapsed.max [cycle],"2,636","576,056","203,391""
-    assert_eq!(l.metrics["gpc__cycles_elapsed.max"].as_f64(), Some(576_056.0));
+    assert_eq!(l.metrics.get("gpc__cycles_elapsed.max").unwrap().as_f64(), Some(576_056.0));
 }
 
 #[test]

@@ -67,8 +67,8 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
 fn duration_ns(l: &Launch) -> f64 {
     l.metrics
         .get("gpu__time_duration.sum")
+        .filter(|m| *m.unit == crate::profile::Unit::Nanoseconds)
         .and_then(|m| m.as_f64())
-        .filter(|_| l.metrics["gpu__time_duration.sum"].unit == crate::profile::Unit::Nanoseconds)
         .unwrap_or(0.0)
 }
 
@@ -148,8 +148,8 @@ mod tests {
     fn launch(id: u64, name: &str, ns: f64) -> Launch {
         let mut l = Launch { id, name: name.into(), block_size: Some([128, 1, 1]), grid_size: Some([10, 1, 1]), ..Default::default() };
         l.metrics.insert(
-            "gpu__time_duration.sum".into(),
-            Metric { value: MetricValue::Number(ns), unit: Unit::Nanoseconds, raw_value: ns.to_string(), raw_unit: "ns".into(), label: None, section: None, origin: "t".into() },
+            "gpu__time_duration.sum",
+            Metric { value: MetricValue::Number(ns), unit: &Unit::Nanoseconds, raw_value: &ns.to_string(), raw_unit: "ns", label: None, section: None, origin: Default::default() },
         );
         l
     }

@@ -9,14 +9,15 @@
 //! `"<Section Name>/<Metric Name>"` so nothing is lost.
 
 pub mod csv_pages;
+pub mod metrics;
 pub mod names;
 pub mod ncu_rep;
 pub mod units;
 
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use metrics::{Column, Columns, Metric, MetricValue, Metrics, MetricsBuilder, Origin, RowBuilder};
 pub use units::Unit;
 
 /// Which kind of export a profile was read from.
@@ -65,45 +66,11 @@ pub struct Launch {
     /// Blocks per grid, x/y/z.
     pub grid_size: Option<[u64; 3]>,
     /// Keyed by raw metric name (see module docs).
-    pub metrics: BTreeMap<String, Metric>,
+    pub metrics: Metrics,
     /// Nsight Compute's own rule results stored in the profile.
     pub ncu_rules: Vec<NcuRuleResult>,
     /// Per-source-line / per-SASS counters, when the export has them.
     pub source: Option<SourceView>,
-}
-
-/// A metric value after unit normalisation, plus where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Metric {
-    /// Normalised value (see [`Unit`] for the base units).
-    pub value: MetricValue,
-    /// Unit of `value` after normalisation.
-    pub unit: Unit,
-    /// The value exactly as written in the source (text), before any parsing.
-    pub raw_value: String,
-    /// The unit exactly as written in the source ("nsecond", "Kbyte", "" ...).
-    pub raw_unit: String,
-    /// Display label and section when the source had one ("Duration", "GPU Speed Of Light Throughput").
-    pub label: Option<String>,
-    pub section: Option<String>,
-    /// Where in the file: "line 123" for CSV, "block 0, result 2" for reports.
-    pub origin: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum MetricValue {
-    Number(f64),
-    Text(String),
-}
-
-impl Metric {
-    pub fn as_f64(&self) -> Option<f64> {
-        match self.value {
-            MetricValue::Number(v) if v.is_finite() => Some(v),
-            _ => None,
-        }
-    }
 }
 
 /// Nsight Compute rule severity ("Rule Type" in CSV, message type in the report).

@@ -28,6 +28,13 @@ pub enum Unit {
     Other(String),
 }
 
+/// So a metric view's `&Unit` compares with a unit directly.
+impl PartialEq<Unit> for &Unit {
+    fn eq(&self, other: &Unit) -> bool {
+        **self == *other
+    }
+}
+
 impl Unit {
     pub fn symbol(&self) -> String {
         match self {
@@ -208,6 +215,107 @@ pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()>
     // Only ASCII bytes were written.
     let s = std::str::from_utf8(&buf[..n]).map_err(|_| ())?;
     s.parse::<f64>().map(Some).map_err(|_| ())
+}
+
+/// Parses a number as [`parse_number`] does and multiplies it by a unit's `factor` (see
+/// [`scale`]); `None` for anything that is not a number.
+///
+/// Plain decimals (`1,234.5`, `-0.25`, `12,5` in a comma locale) with at most 19 digits are
+/// parsed here without `str::parse`: the digits make an integer `m` below 2^53 and the value is
+/// `m / 10^d`, one correctly rounded division of two exact values, which is what `str::parse`
+/// gives too. Anything else takes the general path.
+#[inline]
+pub fn parse_scaled(text: &str, factor: f64, locale: NumberLocale) -> Option<f64> {
+    if let Some((x, decimals)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
+        return Some(if factor == 1.0 { x } else { scale_decimals(x, factor, decimals) });
+    }
+    match parse_number(text, locale) {
+        Ok(Some(v)) => Some(scale(v, factor, text, locale)),
+        _ => None,
+    }
+}
+
+/// Exact powers of ten, 10^0 ..= 10^22 (all representable in an f64).
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
+/// `[-]digits[.digits]` with group separators: `(value, decimals)`, or `None` to take the
+/// general path.
+#[inline]
+fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32)> {
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    let (point, group) = match locale {
+        NumberLocale::DotDecimal => (b'.', b','),
+        NumberLocale::CommaDecimal => (b',', b'.'),
+    };
+    let mut m: u64 = 0;
+    let mut n = 0u32;
+    let mut frac: Option<i32> = None;
+    for &c in digits {
+        if c.is_ascii_digit() {
+            if n == 19 {
+                return None;
+            }
+            m = m * 10 + u64::from(c - b'0');
+            n += 1;
+            if let Some(f) = &mut frac {
+                *f += 1;
+            }
+        } else if c == point && frac.is_none() {
+            frac = Some(0);
+        } else if c != group || frac.is_some() {
+            return None;
+        }
+    }
+    let d = frac.unwrap_or(0);
+    if n == 0 || d as usize >= POW10.len() || m > (1u64 << 53) || frac == Some(0) {
+        return None;
+    }
+    let x = m as f64 / POW10[d as usize];
+    Some((if neg { -x } else { x }, d))
+}
+
+/// `v * factor`, rounded back to the decimal precision the text had when the factor is a power of
+/// ten: "8.03" us is 8030 ns, not 8029.999999999999.
+pub fn scale(v: f64, factor: f64, text: &str, locale: NumberLocale) -> f64 {
+    if factor == 1.0 {
+        return v * factor;
+    }
+    if text.bytes().any(|b| b == b'e' || b == b'E') {
+        return v * factor;
+    }
+    let sep = match locale {
+        NumberLocale::DotDecimal => '.',
+        NumberLocale::CommaDecimal => ',',
+    };
+    let decimals = text.trim().rsplit_once(sep).map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count()) as i32;
+    scale_decimals(v, factor, decimals)
+}
+
+/// [`scale`] for a value written with `decimals` digits after the point.
+fn scale_decimals(v: f64, factor: f64, decimals: i32) -> f64 {
+    let x = v * factor;
+    if factor == 1.0 || !x.is_finite() {
+        return x;
+    }
+    let k = factor.log10().round();
+    if (10f64.powf(k) - factor).abs() > f64::EPSILON * factor {
+        return x;
+    }
+    let keep = decimals - k as i32;
+    if keep <= 0 {
+        x.round()
+    } else if keep <= 15 {
+        let p = 10f64.powi(keep);
+        (x * p).round() / p
+    } else {
+        x
+    }
 }
 
 /// Guesses a file's locale from sample values: any value like `12,5` or `1.234,5` means comma-decimal.

@@ -10,9 +10,9 @@
 //! `"<Section>/<Body Item Label>/<Label>"`), repeated unmapped labels get `" #2"`, `" #3"`...
 //! When several rows map to the same raw name (a label shown in two sections) the first is kept.
 
-use super::{locale_of, make_metric, short, Header, IdentityCols, Input, UnitCache};
+use super::{cell_metric, locale_of, short, Header, IdentityCols, Input, UnitCache};
 use crate::profile::names::{self, COMMAND_LINE_SECTION};
-use crate::profile::{NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
+use crate::profile::{MetricsBuilder, NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
 use std::collections::HashMap;
 
 pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>) -> Result<Profile> {
@@ -35,6 +35,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     let locale = locale_of(rows.iter().filter_map(|(_, f)| f.get(c_value).map(|s| &**s)));
 
     let mut launches: Vec<crate::profile::Launch> = Vec::new();
+    // Per launch; a name seen twice keeps its first row (the builder keeps the first push).
+    let mut metrics: Vec<MetricsBuilder> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     // (launch index, "section/body/label") -> rows seen so far, for labels repeated in a table.
     let mut seen: HashMap<(usize, String), usize> = HashMap::new();
@@ -50,6 +52,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         let id = ident.id(input, line, f)?;
         let li = *index.entry(id).or_insert_with(|| {
             launches.push(ident.launch(id, f));
+            metrics.push(MetricsBuilder::new());
             launches.len() - 1
         });
         let section = get(c_section);
@@ -98,21 +101,21 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             *n - 1
         };
         let norm = units.get(raw_unit);
-        let mut m = make_metric(raw_value.trim(), raw_unit, &norm, locale, format!("line {line}"));
-        let launch = &mut launches[li];
+        let mut m = cell_metric(raw_value.trim(), raw_unit, &norm, locale, line);
+        let builder = &mut metrics[li];
         match names::raw_name(section_display, body, label, occurrence) {
             Some(raw) => {
                 if section_display != COMMAND_LINE_SECTION {
-                    m.label = Some(label.to_string());
+                    m.label = Some(label);
                 }
-                m.section = Some(section_display.to_string());
+                m.section = Some(section_display);
                 // The same metric shown twice (e.g. "Block Size" in Launch Statistics and in an
-                // Occupancy chart): keep the first.
-                launch.metrics.entry(raw.into_owned()).or_insert(m);
+                // Occupancy chart): the first is kept.
+                builder.push(&raw, m);
             }
             None => {
-                m.label = Some(label.to_string());
-                m.section = Some(section_display.to_string());
+                m.label = Some(label);
+                m.section = Some(section_display);
                 let base = if body.is_empty() {
                     format!("{section_display}/{label}")
                 } else {
@@ -123,9 +126,12 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
                 let n = repeats.entry((li, base.clone())).or_insert(0);
                 *n += 1;
                 let key = if *n == 1 { base } else { format!("{base} #{n}") };
-                launch.metrics.entry(key).or_insert(m);
+                builder.push(&key, m);
             }
         }
+    }
+    for (l, b) in launches.iter_mut().zip(metrics) {
+        l.metrics = b.finish().0;
     }
 
     input.skipped.notes(&mut notes);

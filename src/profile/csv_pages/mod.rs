@@ -29,7 +29,9 @@ pub mod tokenizer;
 mod ui_export;
 mod wide;
 
-use super::units::{detect_locale, normalize_unit, parse_number, NumberLocale};
+use super::units::{detect_locale, normalize_unit, NumberLocale};
+#[cfg(test)]
+use super::units::scale;
 use super::{Launch, Metric, MetricValue, Profile, ProfileError, Result};
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -549,55 +551,25 @@ pub(crate) fn locale_of<'b>(values: impl IntoIterator<Item = &'b str>) -> Number
     detect_locale(values)
 }
 
-/// Builds a metric from a value and unit as written. Text that is not a number (or `n/a`) is kept
-/// as [`MetricValue::Text`].
-pub(crate) fn make_metric(
-    raw_value: &str,
-    raw_unit: &str,
-    norm: &(f64, super::Unit),
-    locale: NumberLocale,
-    origin: String,
-) -> Metric {
-    let value = match parse_number(raw_value, locale) {
-        Ok(Some(v)) => MetricValue::Number(scale(v, norm.0, raw_value, locale)),
-        _ => MetricValue::Text(raw_value.to_string()),
-    };
-    Metric {
-        value,
-        unit: norm.1.clone(),
-        raw_value: raw_value.to_string(),
-        raw_unit: raw_unit.to_string(),
-        label: None,
-        section: None,
-        origin,
-    }
+/// The number a cell holds, scaled by its unit's factor; `None` for text that is not a number
+/// (`n/a` included), which readers keep as [`MetricValue::Text`].
+#[inline]
+pub(crate) fn number_of(raw_value: &str, factor: f64, locale: NumberLocale) -> Option<f64> {
+    super::units::parse_scaled(raw_value, factor, locale)
 }
 
-/// `v * factor`, rounded back to the decimal precision the text had when the factor is a power of
-/// ten: "8.03" us is 8030 ns, not 8029.999999999999.
-pub(crate) fn scale(v: f64, factor: f64, text: &str, locale: NumberLocale) -> f64 {
-    let x = v * factor;
-    if factor == 1.0 || !x.is_finite() {
-        return x;
-    }
-    let k = factor.log10().round();
-    if (10f64.powf(k) - factor).abs() > f64::EPSILON * factor || text.bytes().any(|b| b == b'e' || b == b'E') {
-        return x;
-    }
-    let sep = match locale {
-        NumberLocale::DotDecimal => '.',
-        NumberLocale::CommaDecimal => ',',
+/// A metric view of a cell as written, for [`crate::profile::MetricsBuilder::push`].
+pub(crate) fn cell_metric<'a>(raw_value: &'a str, raw_unit: &'a str, norm: &'a (f64, super::Unit), locale: NumberLocale, line: u64) -> Metric<'a> {
+    let value = match number_of(raw_value, norm.0, locale) {
+        Some(v) => MetricValue::Number(v),
+        None => MetricValue::Text(raw_value),
     };
-    let decimals = text.trim().rsplit_once(sep).map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count()) as i32;
-    let keep = decimals - k as i32;
-    if keep <= 0 {
-        x.round()
-    } else if keep <= 15 {
-        let p = 10f64.powi(keep);
-        (x * p).round() / p
-    } else {
-        x
-    }
+    Metric { value, unit: &norm.1, raw_value, raw_unit, label: None, section: None, origin: line_origin(line) }
+}
+
+/// A CSV line as a metric origin.
+pub(crate) fn line_origin(line: u64) -> super::Origin {
+    super::Origin::Line(u32::try_from(line).unwrap_or(u32::MAX))
 }
 
 /// `normalize_unit` with a one-entry cache (units repeat row after row).

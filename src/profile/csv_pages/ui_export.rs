@@ -8,7 +8,7 @@
 //! Values may carry an instance count (`"0.05 {443}"`, or only `"{416}"` when there is no
 //! aggregate); the count is dropped and a value-less cell is kept as text.
 
-use super::{locale_of, make_metric, parse_dim3, parse_u64, set_kernel_name, Header, Input, UnitCache};
+use super::{cell_metric, locale_of, parse_dim3, parse_u64, set_kernel_name, Header, Input, UnitCache};
 use crate::profile::names::looks_raw;
 use crate::profile::{Launch, Profile, Result, SourceKind};
 
@@ -22,8 +22,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     }
     let locale = locale_of(rows.iter().flat_map(|(_, f)| f.iter().skip(1).map(|s| strip_instances(s))));
     let mut units = UnitCache::new();
-    // Per launch, collected first and bulk-built into the map at the end (rows are not sorted).
-    let mut metrics: Vec<Vec<(String, crate::profile::Metric)>> = (0..n).map(|_| Vec::with_capacity(rows.len())).collect();
+    // Per launch; a key given twice keeps its first row (the builder keeps the first push).
+    let mut metrics: Vec<crate::profile::MetricsBuilder> = (0..n).map(|_| crate::profile::MetricsBuilder::new()).collect();
     for (line, f) in &rows {
         let key = f.first().map(|s| s.trim()).unwrap_or("");
         if key.is_empty() {
@@ -77,22 +77,19 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
                 _ => {}
             }
             let value = strip_instances(cell);
-            let mut m = make_metric(value, raw_unit, &norm, locale, format!("line {line}"));
+            let mut m = cell_metric(value, raw_unit, &norm, locale, *line);
             if value.is_empty() {
-                m.value = crate::profile::MetricValue::Text(cell.to_string());
+                m.value = crate::profile::MetricValue::Text(cell);
             }
-            m.raw_value = cell.to_string();
+            m.raw_value = cell;
             if !is_raw_name {
-                m.label = Some(name.to_string());
+                m.label = Some(name);
             }
-            metrics[i].push((name.to_string(), m));
+            metrics[i].push(name, m);
         }
     }
-    for (l, mut ms) in launches.iter_mut().zip(metrics) {
-        // A key given twice: the first row wins (stable sort, dedup keeps the first).
-        ms.sort_by(|a, b| a.0.cmp(&b.0));
-        ms.dedup_by(|b, a| a.0 == b.0);
-        l.metrics = ms.into_iter().collect();
+    for (l, ms) in launches.iter_mut().zip(metrics) {
+        l.metrics = ms.finish().0;
         // Keep the mangled name only when it differs from the name shown.
         if l.mangled_name.as_deref() == Some(l.name.as_str()) {
             l.mangled_name = None;

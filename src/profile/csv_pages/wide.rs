@@ -6,11 +6,10 @@
 //! columns), so columns are sorted and their units normalised once, rows are converted in
 //! parallel, and no cell is copied before it becomes a [`Metric`].
 
-use super::{locale_of, make_metric, Header, IdentityCols, Input, IDENTITY_COLUMNS};
+use super::{locale_of, number_of, Header, IdentityCols, Input, IDENTITY_COLUMNS};
 use crate::profile::units::normalize_unit;
-use crate::profile::{Launch, Metric, MetricValue, Profile, Result, SourceKind, Unit};
+use crate::profile::{Column, Columns, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind, Unit};
 use rayon::prelude::*;
-use std::collections::BTreeMap;
 
 struct Col<'h> {
     idx: usize,
@@ -62,23 +61,27 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         launches.push(ident.launch(id, f));
     }
 
-    let build = |(line, f): &(u64, super::Fields<'a>)| -> BTreeMap<String, Metric> {
-        let origin = format!("line {line}");
-        // Columns are sorted, so the entries come out sorted and unique. Measured on the
-        // 2200-column H200 page (CPU time per read): bulk build 44 ms, insert one by one 72 ms.
-        let mut out: Vec<(String, Metric)> = Vec::with_capacity(cols.len());
-        for c in &cols {
+    // Shared by every launch of the page: names, units (normalised once) and the sort order.
+    let (columns, _) = Columns::new(cols.iter().map(|c| Column::new(c.name, c.raw_unit, c.norm.1.clone())).collect());
+    let build = |(line, f): &(u64, super::Fields<'a>)| -> Metrics {
+        let line = u32::try_from(*line).unwrap_or(u32::MAX);
+        let bytes: usize = f.iter().map(|s| s.len()).sum();
+        let mut row = RowBuilder::new(columns.clone(), bytes);
+        // `cols` is sorted and unique like `columns`, so position `i` is column `i`.
+        for (i, c) in cols.iter().enumerate() {
             let Some(cell) = f.get(c.idx) else { continue };
             let cell = cell.trim();
             if cell.is_empty() {
                 continue;
             }
-            out.push((c.name.to_string(), make_metric(cell, c.raw_unit, &c.norm, locale, origin.clone())));
+            match number_of(cell, c.norm.0, locale) {
+                Some(v) => row.push_number(i as u32, cell, v, line),
+                None => row.push_text(i as u32, cell, line),
+            }
         }
-        // Already sorted and unique: from_iter's sort is a linear check, then a bulk build.
-        out.into_iter().collect()
+        row.finish()
     };
-    let maps: Vec<BTreeMap<String, Metric>> =
+    let maps: Vec<Metrics> =
         if rows.len() >= 4 { rows.par_iter().map(build).collect() } else { rows.iter().map(build).collect() };
 
     for (l, m) in launches.iter_mut().zip(maps) {
@@ -93,9 +96,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         match first.get(&l.id) {
             Some(&i) => {
                 merged.push(*line);
-                for (k, v) in l.metrics {
-                    kept[i].metrics.entry(k).or_insert(v);
-                }
+                kept[i].metrics.merge_missing(&l.metrics);
             }
             None => {
                 first.insert(l.id, kept.len());
@@ -121,13 +122,13 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
 /// Device name and compute capability from device attributes when the identity columns lack them.
 pub(super) fn fill_from_metrics(l: &mut Launch) {
     if l.device_name.is_none() {
-        if let Some(MetricValue::Text(t)) = l.metrics.get("device__attribute_display_name").map(|m| &m.value) {
-            l.device_name = Some(t.clone());
+        if let Some(MetricValue::Text(t)) = l.metrics.get("device__attribute_display_name").map(|m| m.value) {
+            l.device_name = Some(t.to_string());
         }
     }
     if l.compute_capability.is_none() {
-        let major = l.metrics.get("device__attribute_compute_capability_major").and_then(Metric::as_f64);
-        let minor = l.metrics.get("device__attribute_compute_capability_minor").and_then(Metric::as_f64);
+        let major = l.metrics.get("device__attribute_compute_capability_major").and_then(|m| m.as_f64());
+        let minor = l.metrics.get("device__attribute_compute_capability_minor").and_then(|m| m.as_f64());
         if let (Some(a), Some(b)) = (major, minor) {
             l.compute_capability = Some(format!("{a}.{b}"));
         }

@@ -34,8 +34,8 @@ pub mod proto;
 mod source;
 
 use super::{
-    Launch, Metric, MetricValue, NcuRuleResult, NcuRuleType, Profile, ProfileError, Result,
-    SourceKind, Unit,
+    Launch, Metric, MetricValue, MetricsBuilder, NcuRuleResult, NcuRuleType, Origin, Profile,
+    ProfileError, Result, SourceKind, Unit,
 };
 use prost::Message;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -253,7 +253,7 @@ impl<'a> Parser<'a> {
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
             let result: proto::ProfileResult =
                 self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
-            let origin = format!("block {block}, result {i}");
+            let origin = (u32::try_from(block).unwrap_or(u32::MAX), u32::try_from(i).unwrap_or(u32::MAX));
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
             p += 4 + n;
@@ -276,25 +276,23 @@ fn non_empty(b: Vec<u8>) -> Option<String> {
 }
 
 /// The text and numeric value of one stored metric value.
-fn metric_value(kind: proto::MetricValueKind) -> (MetricValue, String) {
+/// The value and its text: `None` for a text value (the text is the value).
+fn metric_value(kind: proto::MetricValueKind) -> (Option<f64>, String) {
     use proto::MetricValueKind as K;
     match kind {
-        K::String(s) => {
-            let s = lossy(s);
-            (MetricValue::Text(s.clone()), s)
-        }
+        K::String(s) => (None, lossy(s)),
         K::Float(v) => {
             // Shortest decimal of the f32, so 33.33f32 reads as 33.33, not 33.3300018.
             let text = v.to_string();
-            (MetricValue::Number(text.parse().unwrap_or(v as f64)), text)
+            (Some(text.parse().unwrap_or(v as f64)), text)
         }
-        K::Double(v) => (MetricValue::Number(v), v.to_string()),
-        K::Uint32(v) => (MetricValue::Number(v as f64), v.to_string()),
-        K::Uint64(v) => (MetricValue::Number(v as f64), v.to_string()),
+        K::Double(v) => (Some(v), v.to_string()),
+        K::Uint32(v) => (Some(v as f64), v.to_string()),
+        K::Uint64(v) => (Some(v as f64), v.to_string()),
     }
 }
 
-fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State) -> Launch {
+fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut State) -> Launch {
     let sections: Vec<proto::ProfilerSection> = r
         .sections
         .iter()
@@ -328,16 +326,10 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             }
         }
     }
-    let text = |b: &[u8]| {
-        if b.is_empty() {
-            None
-        } else {
-            Some(String::from_utf8_lossy(b).into_owned())
-        }
-    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
 
-    // Collected then bulk-built: far cheaper than ~500 individual BTreeMap inserts per launch.
-    let mut list: Vec<(String, Metric)> = Vec::with_capacity(r.metric_results.len());
+    let mut builder = MetricsBuilder::new();
+    builder.report_origin(origin.0, origin.1);
     let mut per_pc: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
     for raw in &r.metric_results {
         let Ok(m) = proto::ProfileMetricResult::decode(raw.clone()) else {
@@ -357,48 +349,35 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
             st.valueless_metrics += 1;
             continue;
         };
-        let (value, raw_value) = metric_value(kind);
-        let unit = match value {
-            MetricValue::Number(_) => infer::unit_for_metric(name),
-            MetricValue::Text(_) => Unit::None,
+        let (number, raw_value) = metric_value(kind);
+        let (value, unit) = match number {
+            Some(v) => (MetricValue::Number(v), infer::unit_for_metric(name)),
+            None => (MetricValue::Text(&raw_value), Unit::None),
         };
         let (label, section) = match labels.get(name.as_bytes()) {
             Some((l, s)) => (text(l), text(s)),
-            None => (None, None),
+            None => (String::new(), String::new()),
         };
         let metric = Metric {
             value,
-            unit,
-            raw_value,
-            raw_unit: String::new(),
-            label,
-            section,
-            origin: origin.clone(),
+            unit: &unit,
+            raw_value: &raw_value,
+            raw_unit: "",
+            label: Some(label.as_str()).filter(|s| !s.is_empty()),
+            section: Some(section.as_str()).filter(|s| !s.is_empty()),
+            origin: Origin::Report { block: origin.0, result: origin.1 },
         };
-        list.push((name.clone(), metric));
+        // A name stored twice keeps its first value.
+        builder.push(name, metric);
     }
-    // Sort an index rather than the (large) entries; a stable sort + skipping repeats keeps the
-    // first value stored under a name. The map is then bulk-built from sorted input.
-    let mut order: Vec<u32> = (0..list.len() as u32).collect();
-    order.sort_by(|&a, &b| list[a as usize].0.cmp(&list[b as usize].0));
-    let mut slots: Vec<Option<(String, Metric)>> = list.into_iter().map(Some).collect();
-    let mut sorted: Vec<(String, Metric)> = Vec::with_capacity(slots.len());
-    for i in order {
-        if let Some(entry) = slots[i as usize].take() {
-            if sorted.last().is_some_and(|(last, _)| *last == entry.0) {
-                st.duplicate_metrics += 1;
-            } else {
-                sorted.push(entry);
-            }
-        }
-    }
-    let metrics: BTreeMap<String, Metric> = sorted.into_iter().collect();
+    let (metrics, duplicates) = builder.finish();
+    st.duplicate_metrics += duplicates;
     let source = source::view(&source_columns, per_pc, &metrics).unwrap_or_else(|_cells| {
         st.oversized_source_views += 1;
         None
     });
 
-    let num = |k: &str| metrics.get(k).and_then(Metric::as_f64);
+    let num = |k: &str| metrics.get(k).and_then(|m| m.as_f64());
     let int = |k: &str| {
         num(k)
             .filter(|v| *v >= 0.0 && v.fract() == 0.0)
@@ -424,9 +403,9 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: String, st: &mut State
     };
     let device_name = match metrics
         .get("device__attribute_display_name")
-        .map(|m| &m.value)
+        .map(|m| m.value)
     {
-        Some(MetricValue::Text(s)) if !s.is_empty() => Some(s.clone()),
+        Some(MetricValue::Text(s)) if !s.is_empty() => Some(s.to_string()),
         _ => None,
     };
     let device_id = int("device__attribute_device_index").or_else(|| int("launch__device_id"));
@@ -726,21 +705,21 @@ mod tests {
         assert_eq!(l.process_id, Some(4242));
         assert_eq!(l.process_name.as_deref(), Some("app"));
         assert_eq!((l.context_id, l.stream_id), (Some(1), Some(7)));
-        let d = &l.metrics["gpu__time_duration.sum"];
+        let d = &l.metrics.get("gpu__time_duration.sum").unwrap();
         assert_eq!(d.as_f64(), Some(1952.0));
         assert_eq!(d.unit, Unit::Nanoseconds);
         assert_eq!(d.label.as_deref(), Some("Duration"));
         assert_eq!(d.section.as_deref(), Some("GPU Speed Of Light Throughput"));
-        assert_eq!(d.origin, "block 0, result 0");
-        let pct = &l.metrics["sm__throughput.avg.pct_of_peak_sustained_elapsed"];
+        assert_eq!(d.origin.to_string(), "block 0, result 0");
+        let pct = &l.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed").unwrap();
         assert_eq!(pct.as_f64(), Some(33.33));
         assert_eq!(pct.unit, Unit::Percent);
         assert_eq!(pct.raw_value, "33.33");
         assert!(!l.metrics.contains_key("launch__no_value"));
         // Second block: string table reused.
-        let d2 = &p.launches[1].metrics["gpu__time_duration.sum"];
+        let d2 = &p.launches[1].metrics.get("gpu__time_duration.sum").unwrap();
         assert_eq!(d2.as_f64(), Some(12.5));
-        assert_eq!(d2.origin, "block 1, result 0");
+        assert_eq!(d2.origin.to_string(), "block 1, result 0");
         assert_eq!(l.ncu_rules.len(), 1);
         let r = &l.ncu_rules[0];
         assert_eq!(r.rule, "LaunchConfiguration");
@@ -769,7 +748,7 @@ mod tests {
             "{:?}",
             p.notes
         );
-        assert_eq!(l.metrics["inst_executed"].as_f64(), Some(3.0));
+        assert_eq!(l.metrics.get("inst_executed").unwrap().as_f64(), Some(3.0));
         let src = l.source.as_ref().expect("source view");
         assert_eq!(src.view, "sass");
         assert_eq!(src.columns, ["Instructions Executed"]);

@@ -12,7 +12,7 @@
 //! instance for that address is 0, as on ncu's source page.
 
 use super::proto::{self, MetricValueKind};
-use crate::profile::{Metric, MetricValue, SourceRow, SourceView};
+use crate::profile::{MetricValue, Metrics, SourceRow, SourceView};
 use prost::bytes::Bytes;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -99,9 +99,9 @@ pub(super) fn instances_by_pc(raw: &Bytes) -> Option<BTreeMap<u64, f64>> {
 fn group(
     name: &str,
     per_pc: &[(String, BTreeMap<u64, f64>)],
-    metrics: &BTreeMap<String, Metric>,
+    metrics: &Metrics,
 ) -> Option<BTreeMap<u64, f64>> {
-    let members: HashSet<&str> = match metrics.get(name).map(|m| &m.value) {
+    let members: HashSet<&str> = match metrics.get(name).map(|m| m.value) {
         Some(MetricValue::Text(list)) => list.split(',').map(str::trim).collect(),
         _ => HashSet::new(),
     };
@@ -139,7 +139,7 @@ pub(super) const MAX_CELLS: usize = 8_000_000;
 pub(super) fn view(
     listed: &[(&[u8], &[u8])],
     per_pc: Vec<(String, BTreeMap<u64, f64>)>,
-    metrics: &BTreeMap<String, Metric>,
+    metrics: &Metrics,
 ) -> Result<Option<SourceView>, usize> {
     view_capped(listed, per_pc, metrics, MAX_CELLS)
 }
@@ -147,7 +147,7 @@ pub(super) fn view(
 fn view_capped(
     listed: &[(&[u8], &[u8])],
     per_pc: Vec<(String, BTreeMap<u64, f64>)>,
-    metrics: &BTreeMap<String, Metric>,
+    metrics: &Metrics,
     max_cells: usize,
 ) -> Result<Option<SourceView>, usize> {
     if per_pc.is_empty() {
@@ -270,7 +270,7 @@ mod tests {
                 pcs(&[(0x20, 9.0)]),
             ),
         ];
-        let v = view(&listed, per_pc, &BTreeMap::new()).unwrap().unwrap();
+        let v = view(&listed, per_pc, &Metrics::new()).unwrap().unwrap();
         assert_eq!(
             v.columns,
             ["Warp Stall Sampling (All Samples)", "Instructions Executed"]
@@ -298,10 +298,10 @@ mod tests {
         ];
         // Built-in columns (no list): 2 columns x 3 PCs = 6 values.
         assert_eq!(
-            view_capped(&[], per_pc.clone(), &BTreeMap::new(), 5),
+            view_capped(&[], per_pc.clone(), &Metrics::new(), 5),
             Err(6)
         );
-        assert!(view_capped(&[], per_pc, &BTreeMap::new(), 6)
+        assert!(view_capped(&[], per_pc, &Metrics::new(), 6)
             .unwrap()
             .is_some());
     }
