@@ -10,7 +10,7 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct IngestBenchArgs {
-    /// Files to time (default: the largest CSV and the 2 MB report of ../shared/corpus).
+    /// Files to time (default: the largest CSV, a details page and the 2 MB report of ../shared/corpus).
     pub files: Vec<PathBuf>,
     /// Repetitions; the best time is reported.
     #[arg(long, default_value_t = 20)]
@@ -22,7 +22,11 @@ pub struct IngestBenchArgs {
 
 fn default_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    vec![root.join("h200-moe/sglang_short_decode_raw.csv"), root.join("h200-moe/decode_c1.ncu-rep")]
+    vec![
+        root.join("h200-moe/sglang_short_decode_raw.csv"),
+        root.join("h200-moe/decode_c1_details.csv"),
+        root.join("h200-moe/decode_c1.ncu-rep"),
+    ]
 }
 
 const PY_PEER: &str = r#"

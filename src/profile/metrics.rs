@@ -97,9 +97,14 @@ impl Column {
     }
 }
 
-/// Columns sorted by name, unique. Build with [`Columns::new`].
+/// Columns with unique names: sorted by name ([`Columns::new`]), or in the order a file has
+/// them with a name index beside ([`Columns::keep_order`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Columns(Vec<Column>);
+pub struct Columns {
+    cols: Vec<Column>,
+    /// Column indices in name order, when `cols` is not sorted.
+    by_name: Option<Box<[u32]>>,
+}
 
 impl Columns {
     /// Sorts by name; a repeated name keeps its first column. Returns the columns and, per input
@@ -119,24 +124,50 @@ impl Columns {
             slot[i as usize] = Some(out.len() as u32);
             out.push(c);
         }
-        (Arc::new(Columns(out)), slot)
+        (Arc::new(Columns { cols: out, by_name: None }), slot)
+    }
+
+    /// Keeps the given order (a raw page's header, so a row's cells are appended in the order
+    /// they are read); a repeated name keeps its first column. Returns the columns and, per input
+    /// position, the index it has now (`None` for the dropped repeats).
+    pub fn keep_order(cols: Vec<Column>) -> (Arc<Columns>, Vec<Option<u32>>) {
+        let mut order: Vec<u32> = (0..cols.len() as u32).collect();
+        order.sort_by(|&a, &b| cols[a as usize].name.cmp(&cols[b as usize].name));
+        let mut keep = vec![false; cols.len()];
+        for (k, &i) in order.iter().enumerate() {
+            keep[i as usize] = k == 0 || cols[order[k - 1] as usize].name != cols[i as usize].name;
+        }
+        let mut slot = vec![None; cols.len()];
+        let mut out: Vec<Column> = Vec::with_capacity(cols.len());
+        for (i, c) in cols.into_iter().enumerate() {
+            if keep[i] {
+                slot[i] = Some(out.len() as u32);
+                out.push(c);
+            }
+        }
+        let by_name: Box<[u32]> = order.iter().filter(|&&i| keep[i as usize]).map(|&i| slot[i as usize].expect("kept")).collect();
+        let sorted = by_name.iter().enumerate().all(|(k, &i)| k as u32 == i);
+        (Arc::new(Columns { cols: out, by_name: (!sorted).then_some(by_name) }), slot)
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.cols.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.cols.is_empty()
     }
 
     pub fn get(&self, i: usize) -> Option<&Column> {
-        self.0.get(i)
+        self.cols.get(i)
     }
 
     /// Index of the column named `name`.
     pub fn find(&self, name: &str) -> Option<usize> {
-        self.0.binary_search_by(|c| (*c.name).cmp(name)).ok()
+        match &self.by_name {
+            None => self.cols.binary_search_by(|c| (*c.name).cmp(name)).ok(),
+            Some(order) => order.binary_search_by(|&i| (*self.cols[i as usize].name).cmp(name)).ok().map(|k| order[k] as usize),
+        }
     }
 }
 
@@ -209,7 +240,7 @@ impl Metrics {
     }
 
     fn view(&self, c: &Cell) -> (&str, Metric<'_>) {
-        let col = &self.cols.0[c.col as usize];
+        let col = &self.cols.cols[c.col as usize];
         let raw_len = (c.raw_len & !TEXT) as usize;
         let raw_value = self.text.get(c.raw_start as usize..c.raw_start as usize + raw_len).unwrap_or("");
         let value = if c.raw_len & TEXT != 0 {
@@ -256,7 +287,19 @@ impl Metrics {
 
     /// `(name, metric)` sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Metric<'_>)> + '_ {
-        self.cells.iter().map(|c| self.view(c))
+        let (sorted, by_name): (&[Cell], &[u32]) = match &self.cols.by_name {
+            None => (&self.cells, &[]),
+            Some(order) => (&[], order),
+        };
+        let full = self.cells.len() == self.cols.len();
+        let in_name_order = by_name.iter().filter_map(move |&col| {
+            if full {
+                Some(&self.cells[col as usize])
+            } else {
+                self.cells.binary_search_by_key(&col, |c| c.col).ok().map(|i| &self.cells[i])
+            }
+        });
+        sorted.iter().chain(in_name_order).map(|c| self.view(c))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
@@ -452,6 +495,31 @@ mod tests {
         assert_eq!(merged.get("b").unwrap().as_f64(), Some(9.0));
         assert_eq!(merged.get("a").unwrap().as_f64(), Some(5.0));
         assert_eq!(merged.get("b").unwrap().origin, Origin::Line(4));
+    }
+
+    #[test]
+    fn file_order_columns_iterate_by_name() {
+        let names = ["m", "b", "m", "a", "z"];
+        let (cols, slot) = Columns::keep_order(names.iter().map(|n| Column::new(n, "", Unit::None)).collect());
+        assert_eq!(slot, [Some(0), Some(1), None, Some(2), Some(3)]);
+        assert_eq!(cols.find("a"), Some(2));
+        assert_eq!(cols.find("m"), Some(0));
+        assert_eq!(cols.find("q"), None);
+        let mut r = RowBuilder::new(cols.clone(), 8);
+        r.push_number(0, "1", 1.0, 1);
+        r.push_number(2, "3", 3.0, 1);
+        r.push_number(3, "4", 4.0, 1);
+        let m = r.finish();
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "m", "z"]);
+        assert_eq!(m.get("z").unwrap().as_f64(), Some(4.0));
+        assert!(m.get("b").is_none());
+        let mut r = RowBuilder::new(cols, 8);
+        for (i, v) in [1.0, 2.0, 3.0, 4.0].into_iter().enumerate() {
+            r.push_number(i as u32, "x", v, 1);
+        }
+        let m = r.finish();
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b", "m", "z"]);
+        assert_eq!(m.values().map(|v| v.as_f64().unwrap()).collect::<Vec<_>>(), [3.0, 2.0, 1.0, 4.0]);
     }
 
     #[test]

@@ -226,7 +226,7 @@ pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()>
 /// gives too. Anything else takes the general path.
 #[inline]
 pub fn parse_scaled(text: &str, factor: f64, locale: NumberLocale) -> Option<f64> {
-    if let Some((x, decimals)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
+    if let Some((x, decimals, _)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
         return Some(if factor == 1.0 { x } else { scale_decimals(x, factor, decimals) });
     }
     match parse_number(text, locale) {
@@ -235,16 +235,94 @@ pub fn parse_scaled(text: &str, factor: f64, locale: NumberLocale) -> Option<f64
     }
 }
 
+/// A unit's factor, with what [`scale`] needs to know of it worked out once (per column).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    factor: f64,
+    /// `k` when the factor is 10^k.
+    pow10: Option<i32>,
+}
+
+impl Scale {
+    pub fn new(factor: f64) -> Self {
+        let k = factor.log10().round();
+        let pow10 = ((10f64.powf(k) - factor).abs() <= f64::EPSILON * factor).then_some(k as i32);
+        Scale { factor, pow10 }
+    }
+
+    /// [`scale_decimals`], without its per-call logarithm.
+    #[inline]
+    fn apply(self, v: f64, decimals: i32) -> f64 {
+        let x = v * self.factor;
+        if self.factor == 1.0 || !x.is_finite() {
+            return x;
+        }
+        let Some(k) = self.pow10 else { return x };
+        let keep = decimals - k;
+        if keep <= 0 {
+            x.round()
+        } else if keep <= 15 {
+            let p = POW10[keep as usize];
+            (x * p).round() / p
+        } else {
+            x
+        }
+    }
+
+    /// [`parse_scaled`], for a file read as [`NumberLocale::DotDecimal`] before its locale is
+    /// known, plus whether `text` shows the file is comma-decimal (see [`parse_scaled_dot`]).
+    #[inline]
+    pub fn parse_dot(self, text: &str) -> (Option<f64>, bool) {
+        if let Some((x, decimals, grouped)) = plain_decimal(text.as_bytes().trim_ascii(), NumberLocale::DotDecimal) {
+            return (Some(self.apply(x, decimals)), grouped && comma_evidence(text));
+        }
+        let v = match parse_number(text, NumberLocale::DotDecimal) {
+            Ok(Some(v)) => Some(scale(v, self.factor, text, NumberLocale::DotDecimal)),
+            _ => None,
+        };
+        (v, comma_evidence(text))
+    }
+
+    /// [`parse_scaled`] with this factor.
+    #[inline]
+    pub fn parse(self, text: &str, locale: NumberLocale) -> Option<f64> {
+        if let Some((x, decimals, _)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
+            return Some(self.apply(x, decimals));
+        }
+        match parse_number(text, locale) {
+            Ok(Some(v)) => Some(scale(v, self.factor, text, locale)),
+            _ => None,
+        }
+    }
+}
+
+/// [`parse_scaled`] for a file read as [`NumberLocale::DotDecimal`] before its locale is known,
+/// plus whether `text` shows the file is comma-decimal (see [`detect_locale`]). Readers parse
+/// once this way and parse again only when some value says so: the check costs nothing for the
+/// plain numbers without a comma that make up most of a profile.
+#[inline]
+pub fn parse_scaled_dot(text: &str, factor: f64) -> (Option<f64>, bool) {
+    if let Some((x, decimals, grouped)) = plain_decimal(text.as_bytes().trim_ascii(), NumberLocale::DotDecimal) {
+        let v = if factor == 1.0 { x } else { scale_decimals(x, factor, decimals) };
+        return (Some(v), grouped && comma_evidence(text));
+    }
+    let v = match parse_number(text, NumberLocale::DotDecimal) {
+        Ok(Some(v)) => Some(scale(v, factor, text, NumberLocale::DotDecimal)),
+        _ => None,
+    };
+    (v, comma_evidence(text))
+}
+
 /// Exact powers of ten, 10^0 ..= 10^22 (all representable in an f64).
 const POW10: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
     1e21, 1e22,
 ];
 
-/// `[-]digits[.digits]` with group separators: `(value, decimals)`, or `None` to take the
-/// general path.
+/// `[-]digits[.digits]` with group separators: `(value, decimals, any group separator)`, or
+/// `None` to take the general path.
 #[inline]
-fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32)> {
+fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32, bool)> {
     let (neg, digits) = match b.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, b),
@@ -256,6 +334,7 @@ fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32)> {
     let mut m: u64 = 0;
     let mut n = 0u32;
     let mut frac: Option<i32> = None;
+    let mut grouped = false;
     for &c in digits {
         if c.is_ascii_digit() {
             if n == 19 {
@@ -270,14 +349,16 @@ fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32)> {
             frac = Some(0);
         } else if c != group || frac.is_some() {
             return None;
+        } else {
+            grouped = true;
         }
     }
     let d = frac.unwrap_or(0);
     if n == 0 || d as usize >= POW10.len() || m > (1u64 << 53) || frac == Some(0) {
         return None;
     }
-    let x = m as f64 / POW10[d as usize];
-    Some((if neg { -x } else { x }, d))
+    let x = if d == 0 { m as f64 } else { m as f64 / POW10[d as usize] };
+    Some((if neg { -x } else { x }, d, grouped))
 }
 
 /// `v * factor`, rounded back to the decimal precision the text had when the factor is a power of
@@ -320,18 +401,21 @@ fn scale_decimals(v: f64, factor: f64, decimals: i32) -> f64 {
 
 /// Guesses a file's locale from sample values: any value like `12,5` or `1.234,5` means comma-decimal.
 pub fn detect_locale<'a>(values: impl IntoIterator<Item = &'a str>) -> NumberLocale {
-    for v in values {
-        let v = v.trim();
-        if let Some((int, frac)) = v.rsplit_once(',') {
-            let int_ok = !int.is_empty() && int.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-');
-            let frac_ok = !frac.is_empty() && frac.chars().all(|c| c.is_ascii_digit());
-            // "1,952" is a thousands group (exactly 3 digits); "1,95" or "1.234,5" is a decimal comma.
-            if int_ok && frac_ok && (frac.len() != 3 || int.contains('.')) {
-                return NumberLocale::CommaDecimal;
-            }
-        }
+    if values.into_iter().any(comma_evidence) {
+        NumberLocale::CommaDecimal
+    } else {
+        NumberLocale::DotDecimal
     }
-    NumberLocale::DotDecimal
+}
+
+/// Whether one value is written with a decimal comma: `12,5` or `1.234,5`, not `1,952` (a
+/// thousands group: exactly 3 digits after the comma, no dot before it).
+pub fn comma_evidence(v: &str) -> bool {
+    let v = v.trim();
+    let Some((int, frac)) = v.rsplit_once(',') else { return false };
+    let int_ok = !int.is_empty() && int.bytes().all(|c| c.is_ascii_digit() || c == b'.' || c == b'-');
+    let frac_ok = !frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit());
+    int_ok && frac_ok && (frac.len() != 3 || int.contains('.'))
 }
 
 #[cfg(test)]
@@ -381,6 +465,49 @@ mod tests {
         assert_eq!(parse_number("5,151 (33; 33)", DotDecimal), Err(()));
         assert_eq!(parse_number("µs", DotDecimal), Err(()));
         assert_eq!(parse_number(&"9".repeat(200), DotDecimal), Ok(Some("9".repeat(200).parse().unwrap())));
+    }
+
+    #[test]
+    fn plain_decimals_match_the_general_parser() {
+        use NumberLocale::*;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let r = next();
+            let int = r % 10u64.pow((r >> 40) as u32 % 12);
+            let frac_digits = (r >> 50) as usize % 9;
+            let frac: String = (0..frac_digits).map(|i| char::from(b'0' + ((r >> (i * 3)) % 10) as u8)).collect();
+            let sign = if r & 1 == 1 { "-" } else { "" };
+            let dot = if frac.is_empty() { String::new() } else { format!(".{frac}") };
+            let text = format!("{sign}{int}{dot}");
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(parse_number(&text, DotDecimal), Ok(Some(want)), "{text}");
+            assert_eq!(parse_scaled(&text, 1.0, DotDecimal), Some(want), "{text}");
+            assert_eq!(parse_scaled(&text.replace('.', ","), 1.0, CommaDecimal), Some(want), "{text}");
+            for factor in [1e3, 1e6, 1e9, 1024.0, 1e-3] {
+                let want_scaled = scale(want, factor, &text, DotDecimal);
+                assert_eq!(parse_scaled(&text, factor, DotDecimal), Some(want_scaled), "{text} x {factor}");
+                assert_eq!(Scale::new(factor).parse(&text, DotDecimal), Some(want_scaled), "{text} x {factor}");
+                assert_eq!(Scale::new(factor).parse_dot(&text), (Some(want_scaled), false), "{text} x {factor}");
+            }
+            assert_eq!(parse_scaled_dot(&text, 1.0), (Some(want), false));
+        }
+        // Grouped, signed and odd forms, against the general path.
+        for text in ["1,952", "7,256,830,601.09", "-0", "0.000001", "12345678901234567890", "9007199254740993", "1.", ".5", "+5", "1e3", "n/a", "-", "1,2,3.4"] {
+            let general = match parse_number(text, DotDecimal) {
+                Ok(Some(v)) => Some(v),
+                _ => None,
+            };
+            assert_eq!(parse_scaled(text, 1.0, DotDecimal).map(f64::to_bits), general.map(f64::to_bits), "{text}");
+        }
+        assert_eq!(parse_scaled_dot("12,5", 1.0).1, true);
+        assert_eq!(parse_scaled_dot("1,952", 1.0), (Some(1952.0), false));
+        assert_eq!(parse_scaled_dot("1.234,5", 1.0).1, true);
     }
 
     #[test]

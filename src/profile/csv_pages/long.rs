@@ -16,7 +16,7 @@ use crate::profile::{MetricsBuilder, NcuRuleResult, NcuRuleType, Profile, Result
 use std::collections::HashMap;
 
 pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>) -> Result<Profile> {
-    let rows = input.data_rows(header)?;
+    let rows = input.data_rows_par(header)?;
     let ident = IdentityCols::new(header);
     let c_name = header.col("Metric Name");
     let c_value = header.col("Metric Value");

@@ -36,19 +36,28 @@ use super::{Launch, Metric, MetricValue, Profile, ProfileError, Result};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::Path;
-use tokenizer::{guess_delimiter, Fields, Tokenizer};
+use tokenizer::{guess_delimiter, FieldSink, Fields, Tokenizer};
 
 pub use source::attach_source;
 
 /// Reads a CSV export (any page) from memory. `path` is used in messages and stored in the profile.
 pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
+    read_with(path, bytes, true)
+}
+
+/// [`read`], with the parallel line reader allowed or not (tests compare the two).
+pub(crate) fn read_with(path: &Path, bytes: &[u8], parallel: bool) -> Result<Profile> {
     let mut notes = Vec::new();
     let text = match utf16(bytes) {
         Some(t) => {
             notes.push("the file is UTF-16 (e.g. redirected by PowerShell); decoded".to_string());
             Cow::Owned(t)
         }
-        None => String::from_utf8_lossy(bytes),
+        // The validating fast path first: `from_utf8_lossy` is several times slower on valid text.
+        None => match std::str::from_utf8(bytes) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => String::from_utf8_lossy(bytes),
+        },
     };
     if matches!(text, Cow::Owned(_)) && notes.is_empty() {
         notes.push("the file is not valid UTF-8: invalid bytes were replaced by U+FFFD".to_string());
@@ -58,6 +67,7 @@ pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
         None => (&*text, false),
     };
     let mut input = Input::new(path, body);
+    input.parallel = parallel;
     let found = input.find_header()?;
     let profile = match found.kind {
         HeaderKind::Long => long::read(&mut input, &found, notes),
@@ -125,12 +135,12 @@ pub(crate) struct Header<'a> {
 impl Header<'_> {
     /// Index of the column named `name`.
     pub fn col(&self, name: &str) -> Option<usize> {
-        self.fields.iter().position(|f| f.trim() == name)
+        self.fields.iter().position(|f| trim_cell(f) == name)
     }
 }
 
 /// Line bookkeeping shared by all readers: what was skipped and where reading stopped.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Skipped {
     tool: Vec<u64>,
     other: Vec<u64>,
@@ -211,15 +221,18 @@ fn is_traceback(line: &str) -> bool {
 }
 
 /// The input being read: a tokenizer plus the skipped-line bookkeeping.
+#[derive(Clone)]
 pub(crate) struct Input<'a> {
     pub path: &'a Path,
     tok: Tokenizer<'a>,
     pub skipped: Skipped,
+    /// Whether [`Input::data_rows_par`] may split lines across threads.
+    parallel: bool,
 }
 
 impl<'a> Input<'a> {
     fn new(path: &'a Path, text: &'a str) -> Self {
-        Input { path, tok: Tokenizer::new(text, b','), skipped: Skipped::default() }
+        Input { path, tok: Tokenizer::new(text, b','), skipped: Skipped::default(), parallel: true }
     }
 
     pub fn csv_error(&self, line: u64, message: impl Into<String>) -> ProfileError {
@@ -314,10 +327,19 @@ impl<'a> Input<'a> {
     /// Reads the data records after the header, skipping what is not table data.
     pub fn data_rows(&mut self, header: &Header<'a>) -> Result<Vec<(u64, Fields<'a>)>> {
         let mut rows = Vec::new();
+        while let Some(row) = self.next_row(header)? {
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
+    /// The next data record after the header (skipping, and noting, what is not table data), or
+    /// `None` at the end of the table.
+    pub fn next_row(&mut self, header: &Header<'a>) -> Result<Option<(u64, Fields<'a>)>> {
         let mut fields: Fields<'a> = Vec::new();
         loop {
             if self.tok.at_end() {
-                break;
+                return Ok(None);
             }
             let line = self.tok.peek_line();
             let ln = self.tok.line();
@@ -333,7 +355,8 @@ impl<'a> Input<'a> {
             }
             if is_traceback(trimmed) {
                 self.skipped.traceback = Some((ln, self.tok.remaining_lines()));
-                break;
+                self.tok.skip_to_end(0);
+                return Ok(None);
             }
             let looks_like_row = if header.quoted {
                 line.starts_with('"')
@@ -347,7 +370,7 @@ impl<'a> Input<'a> {
             }
             match self.tok.read_record(&mut fields) {
                 Ok(true) => {}
-                Ok(false) => break,
+                Ok(false) => return Ok(None),
                 Err(e) => {
                     return Err(self.csv_error(
                         e.line,
@@ -364,9 +387,161 @@ impl<'a> Input<'a> {
                 self.skipped.other.push(ln);
                 continue;
             }
-            rows.push((ln, std::mem::replace(&mut fields, Vec::with_capacity(header.fields.len()))));
+            return Ok(Some((ln, fields)));
         }
+    }
+
+    /// [`Input::data_rows`], with each physical line tokenized on its own, in parallel.
+    pub fn data_rows_par(&mut self, header: &Header<'a>) -> Result<Vec<(u64, Fields<'a>)>> {
+        self.rows_par(header, |_| Vec::new(), |f| f)
+    }
+
+    /// The remaining data records, each handed field by field to a sink made by `make` (given the
+    /// record's line) and turned into a row by `finish`, in file order.
+    ///
+    /// Physical lines are tokenized in parallel when the table is quoted (ncu quotes every field):
+    /// there a line is a record unless a quoted field runs past its end. Then, or when the file
+    /// has a lone CR line end or is small, the sequential reader does the work. Both give the
+    /// same rows and the same notes.
+    pub fn rows_par<S, T>(
+        &mut self,
+        header: &Header<'a>,
+        make: impl Fn(u64) -> S + Sync,
+        finish: impl Fn(S) -> T + Sync,
+    ) -> Result<Vec<(u64, T)>>
+    where
+        S: FieldSink<'a>,
+        T: Send,
+    {
+        use rayon::prelude::*;
+        let sequential = |input: &mut Self| -> Result<Vec<(u64, T)>> {
+            let mut rows = Vec::new();
+            while let Some((ln, fields)) = input.next_row(header)? {
+                let mut sink = make(ln);
+                for f in fields {
+                    sink.field(f);
+                }
+                rows.push((ln, finish(sink)));
+            }
+            Ok(rows)
+        };
+        let rest = self.tok.rest();
+        if !self.parallel || !header.quoted || rest.len() < PAR_MIN_BYTES {
+            return sequential(self);
+        }
+        let bytes = rest.as_bytes();
+        let mut lines: Vec<&'a str> = Vec::with_capacity(64);
+        let (mut start, mut crlf) = (0, 0);
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            let mut end = nl;
+            if end > start && bytes[end - 1] == b'\r' {
+                end -= 1;
+                crlf += 1;
+            }
+            lines.push(&rest[start..end]);
+            start = nl + 1;
+        }
+        if start < bytes.len() {
+            lines.push(&rest[start..]);
+        }
+        if memchr::memchr_iter(b'\r', bytes).count() != crlf {
+            return sequential(self);
+        }
+        let first = self.tok.line();
+        // At least ~16 KB of text per task: one line of a raw page, a hundred of a details page.
+        let per_task = (16 * 1024 * lines.len() / bytes.len().max(1)).max(1);
+        let kinds: Vec<LineKind<T>> = lines
+            .par_iter()
+            .enumerate()
+            .with_min_len(per_task)
+            .map(|(i, line)| {
+                let trimmed = line.trim();
+                if trimmed.is_empty() {
+                    return LineKind::Blank;
+                }
+                if is_tool_line(trimmed) {
+                    return LineKind::Tool;
+                }
+                if is_traceback(trimmed) {
+                    return LineKind::Traceback;
+                }
+                if !line.starts_with('"') {
+                    return LineKind::Other;
+                }
+                let mut sink = Checked { inner: make(first + i as u64), header: &header.fields, count: 0, same: true };
+                if tokenizer::read_line_record(line, header.delim, &mut sink).is_err() {
+                    return LineKind::Continues;
+                }
+                if sink.same && sink.count == header.fields.len() {
+                    LineKind::RepeatedHeader
+                } else if sink.count == 1 && header.fields.len() > 2 {
+                    LineKind::Other
+                } else {
+                    LineKind::Row(finish(sink.inner))
+                }
+            })
+            .collect();
+        let read = kinds.iter().position(|k| matches!(k, LineKind::Traceback)).unwrap_or(kinds.len());
+        if kinds[..read].iter().any(|k| matches!(k, LineKind::Continues)) {
+            return sequential(self);
+        }
+        let mut rows = Vec::with_capacity(kinds.len());
+        for (i, kind) in kinds.into_iter().enumerate().take(read + 1) {
+            let ln = first + i as u64;
+            match kind {
+                LineKind::Blank | LineKind::Continues => {}
+                LineKind::Tool => self.skipped.tool.push(ln),
+                LineKind::Other => self.skipped.other.push(ln),
+                LineKind::RepeatedHeader => self.skipped.repeated_header.push(ln),
+                LineKind::Traceback => self.skipped.traceback = Some((ln, (lines.len() - i) as u64)),
+                LineKind::Row(r) => rows.push((ln, r)),
+            }
+        }
+        self.tok.skip_to_end(lines.len() as u64);
         Ok(rows)
+    }
+}
+
+/// Forwards fields to a sink, counting them and comparing them with the header.
+struct Checked<'h, 'a, S> {
+    inner: S,
+    header: &'h [Cow<'a, str>],
+    count: usize,
+    same: bool,
+}
+
+impl<'a, S: FieldSink<'a>> FieldSink<'a> for Checked<'_, 'a, S> {
+    #[inline]
+    fn field(&mut self, f: Cow<'a, str>) {
+        if self.same && self.header.get(self.count) != Some(&f) {
+            self.same = false;
+        }
+        self.count += 1;
+        self.inner.field(f);
+    }
+}
+
+/// What one physical line is, for [`Input::rows_par`].
+enum LineKind<T> {
+    Blank,
+    Tool,
+    Traceback,
+    Other,
+    RepeatedHeader,
+    Row(T),
+    /// A quoted field runs on to the next line: only the sequential reader can read it.
+    Continues,
+}
+
+/// Below this much text, splitting lines across threads costs more than it saves.
+const PAR_MIN_BYTES: usize = 64 * 1024;
+
+/// `s` without surrounding white space; ASCII-only fast path (cells rarely have any).
+#[inline]
+pub(crate) fn trim_cell(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
+        _ => s.trim(),
     }
 }
 
@@ -376,7 +551,7 @@ enum Classified {
 }
 
 fn classify_header(fields: &Fields<'_>) -> Option<Classified> {
-    let has = |name: &str| fields.iter().any(|f| f.trim() == name);
+    let has = |name: &str| fields.iter().any(|f| trim_cell(f) == name);
     let first = fields.first().map(|f| f.trim()).unwrap_or("");
     if has("ID") && has("Kernel Name") {
         if has("Metric Name") && has("Metric Value") {
@@ -442,6 +617,11 @@ impl IdentityCols {
             device: h.col("Device"),
             cc: h.col("CC"),
         }
+    }
+
+    /// The largest column index used.
+    pub fn max_index(&self) -> Option<usize> {
+        [self.id, self.pid, self.pname, self.kname, self.ctx, self.stream, self.block, self.grid, self.device, self.cc].into_iter().flatten().max()
     }
 
     /// The launch ID of a row, or an error naming the line.

@@ -387,3 +387,54 @@ fn mutations_never_panic() {
         }
     }
 }
+
+/// The parallel line reader gives exactly what the sequential one gives, notes and errors
+/// included: on inputs large enough to take it, with every kind of line it must skip, and on
+/// every CSV file of the corpus.
+#[test]
+fn parallel_and_sequential_readers_agree() {
+    let json = |r: crate::profile::Result<Profile>| match r {
+        Ok(p) => serde_json::to_string(&p).unwrap(),
+        Err(e) => format!("error: {e}"),
+    };
+    let same = |name: &str, text: &[u8]| {
+        let par = json(read_with(Path::new(name), text, true));
+        let seq = json(read_with(Path::new(name), text, false));
+        assert!(par == seq, "{name}: parallel and sequential differ\n{}\n{}", &par[..par.len().min(400)], &seq[..seq.len().min(400)]);
+    };
+    // A raw page padded past the parallel threshold with long rows.
+    let row = |id: usize| format!("\"{id}\",\"9\",\"a\",\"h\",\"k{id}\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"{}\",\"5\",\"n/a\",\"3\"\n", id * 3);
+    let mut big = RAW.to_string();
+    for id in 2..3000 {
+        big.push_str(&row(id));
+        match id % 500 {
+            7 => big.push_str("==PROF== Disconnected\n"),
+            8 => big.push_str("application says hello\n"),
+            9 => big.push_str("\n   \n"),
+            10 => {
+                big.push_str(RAW.lines().next().unwrap());
+                big.push('\n');
+            }
+            11 => big.push_str("\n\"only one quoted field\"\n"),
+            _ => {}
+        }
+    }
+    same("big.csv", big.as_bytes());
+    same("crlf.csv", big.replace('\n', "\r\n").as_bytes());
+    same("traceback.csv", format!("{big}Traceback (most recent call last):\n  File \"x.py\"\n\"9\",\"1\"\n").as_bytes());
+    // A quoted field running over two lines, a lone CR, a comma-decimal file: sequential fallback or same parse.
+    same("multiline.csv", big.replacen("\"k7\"", "\"k\n7\"", 1).as_bytes());
+    same("lone_cr.csv", big.replacen("\"k9\"\n", "\"k9\"\r", 1).as_bytes());
+    same("unterminated.csv", format!("{big}\"5\",\"oops\n").as_bytes());
+    same("comma.csv", big.replace("2.464000", "2,464").replace("1,024", "1.024").as_bytes());
+    // Every CSV export of the corpus.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let mut n = 0;
+    for f in crate::profile::expand_inputs(&[corpus]).unwrap_or_default() {
+        if f.extension().is_some_and(|e| e == "csv") {
+            same(&f.display().to_string(), &std::fs::read(&f).unwrap());
+            n += 1;
+        }
+    }
+    assert!(n == 0 || n >= 10, "only {n} corpus CSV files");
+}
