@@ -218,24 +218,22 @@ pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()>
 }
 
 /// Parses a number as [`parse_number`] does and multiplies it by a unit's `factor` (see
-/// [`scale`]); `None` for anything that is not a number.
-///
-/// Plain decimals (`1,234.5`, `-0.25`, `12,5` in a comma locale) with at most 19 digits are
-/// parsed here without `str::parse`: the digits make an integer `m` below 2^53 and the value is
-/// `m / 10^d`, one correctly rounded division of two exact values, which is what `str::parse`
-/// gives too. Anything else takes the general path.
+/// [`scale`]); `None` for anything that is not a number. [`Scale::parse`], for one value.
 #[inline]
 pub fn parse_scaled(text: &str, factor: f64, locale: NumberLocale) -> Option<f64> {
-    if let Some((x, decimals, _)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
-        return Some(if factor == 1.0 { x } else { scale_decimals(x, factor, decimals) });
-    }
-    match parse_number(text, locale) {
-        Ok(Some(v)) => Some(scale(v, factor, text, locale)),
-        _ => None,
-    }
+    Scale::new(factor).parse(text, locale)
 }
 
-/// A unit's factor, with what [`scale`] needs to know of it worked out once (per column).
+/// [`parse_scaled`] for a file read as [`NumberLocale::DotDecimal`] before its locale is known:
+/// [`Scale::parse_dot`], for one value.
+#[inline]
+pub fn parse_scaled_dot(text: &str, factor: f64) -> (Option<f64>, bool) {
+    Scale::new(factor).parse_dot(text)
+}
+
+/// A unit's factor, with what scaling needs to know of it worked out once (a reader keeps one per
+/// column). Scaling rounds back to the decimal precision the text had when the factor is a power
+/// of ten: "8.03" us is 8030 ns, not 8029.999999999999.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scale {
     factor: f64,
@@ -245,12 +243,15 @@ pub struct Scale {
 
 impl Scale {
     pub fn new(factor: f64) -> Self {
+        if factor == 1.0 {
+            return Scale { factor, pow10: Some(0) };
+        }
         let k = factor.log10().round();
         let pow10 = ((10f64.powf(k) - factor).abs() <= f64::EPSILON * factor).then_some(k as i32);
         Scale { factor, pow10 }
     }
 
-    /// [`scale_decimals`], without its per-call logarithm.
+    /// `v * factor` for a value written with `decimals` digits after the point.
     #[inline]
     fn apply(self, v: f64, decimals: i32) -> f64 {
         let x = v * self.factor;
@@ -269,48 +270,41 @@ impl Scale {
         }
     }
 
-    /// [`parse_scaled`], for a file read as [`NumberLocale::DotDecimal`] before its locale is
-    /// known, plus whether `text` shows the file is comma-decimal (see [`parse_scaled_dot`]).
-    #[inline]
-    pub fn parse_dot(self, text: &str) -> (Option<f64>, bool) {
-        if let Some((x, decimals, grouped)) = plain_decimal(text.as_bytes().trim_ascii(), NumberLocale::DotDecimal) {
-            return (Some(self.apply(x, decimals)), grouped && comma_evidence(text));
-        }
-        let v = match parse_number(text, NumberLocale::DotDecimal) {
-            Ok(Some(v)) => Some(scale(v, self.factor, text, NumberLocale::DotDecimal)),
-            _ => None,
-        };
-        (v, comma_evidence(text))
-    }
-
-    /// [`parse_scaled`] with this factor.
+    /// Parses `text` as [`parse_number`] does and scales it; `None` for anything that is not a
+    /// number.
+    ///
+    /// Plain decimals (`1,234.5`, `-0.25`, `12,5` in a comma locale) with at most 19 digits are
+    /// parsed here without `str::parse`: the digits make an integer `m` below 2^53 and the value
+    /// is `m / 10^d`, one correctly rounded division of two exact values, which is what
+    /// `str::parse` gives too. Anything else takes the general path.
     #[inline]
     pub fn parse(self, text: &str, locale: NumberLocale) -> Option<f64> {
-        if let Some((x, decimals, _)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
-            return Some(self.apply(x, decimals));
+        self.parse_noting(text, locale).0
+    }
+
+    /// [`Scale::parse`] for a file read as [`NumberLocale::DotDecimal`] before its locale is
+    /// known, plus whether `text` shows the file is comma-decimal (see [`detect_locale`]).
+    /// Readers parse once this way and parse again only when some value says so: the check costs
+    /// nothing for the plain numbers without a comma that make up most of a profile.
+    #[inline]
+    pub fn parse_dot(self, text: &str) -> (Option<f64>, bool) {
+        let (v, maybe_comma) = self.parse_noting(text, NumberLocale::DotDecimal);
+        (v, maybe_comma && comma_evidence(text))
+    }
+
+    /// The value, and whether the text could be comma-decimal evidence (it had a group separator
+    /// or took the general path).
+    #[inline]
+    fn parse_noting(self, text: &str, locale: NumberLocale) -> (Option<f64>, bool) {
+        if let Some((x, decimals, grouped)) = plain_decimal(text.as_bytes().trim_ascii(), locale) {
+            return (Some(self.apply(x, decimals)), grouped);
         }
-        match parse_number(text, locale) {
+        let v = match parse_number(text, locale) {
             Ok(Some(v)) => Some(scale(v, self.factor, text, locale)),
             _ => None,
-        }
+        };
+        (v, true)
     }
-}
-
-/// [`parse_scaled`] for a file read as [`NumberLocale::DotDecimal`] before its locale is known,
-/// plus whether `text` shows the file is comma-decimal (see [`detect_locale`]). Readers parse
-/// once this way and parse again only when some value says so: the check costs nothing for the
-/// plain numbers without a comma that make up most of a profile.
-#[inline]
-pub fn parse_scaled_dot(text: &str, factor: f64) -> (Option<f64>, bool) {
-    if let Some((x, decimals, grouped)) = plain_decimal(text.as_bytes().trim_ascii(), NumberLocale::DotDecimal) {
-        let v = if factor == 1.0 { x } else { scale_decimals(x, factor, decimals) };
-        return (Some(v), grouped && comma_evidence(text));
-    }
-    let v = match parse_number(text, NumberLocale::DotDecimal) {
-        Ok(Some(v)) => Some(scale(v, factor, text, NumberLocale::DotDecimal)),
-        _ => None,
-    };
-    (v, comma_evidence(text))
 }
 
 /// Exact powers of ten, 10^0 ..= 10^22 (all representable in an f64).
@@ -361,42 +355,18 @@ fn plain_decimal(b: &[u8], locale: NumberLocale) -> Option<(f64, i32, bool)> {
     Some((if neg { -x } else { x }, d, grouped))
 }
 
-/// `v * factor`, rounded back to the decimal precision the text had when the factor is a power of
-/// ten: "8.03" us is 8030 ns, not 8029.999999999999.
+/// `v * factor`, rounded back to the decimal precision `text` had when the factor is a power of
+/// ten (see [`Scale`]).
 pub fn scale(v: f64, factor: f64, text: &str, locale: NumberLocale) -> f64 {
-    if factor == 1.0 {
-        return v * factor;
-    }
-    if text.bytes().any(|b| b == b'e' || b == b'E') {
+    if factor == 1.0 || text.bytes().any(|b| b == b'e' || b == b'E') {
         return v * factor;
     }
     let sep = match locale {
         NumberLocale::DotDecimal => '.',
         NumberLocale::CommaDecimal => ',',
     };
-    let decimals = text.trim().rsplit_once(sep).map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count()) as i32;
-    scale_decimals(v, factor, decimals)
-}
-
-/// [`scale`] for a value written with `decimals` digits after the point.
-fn scale_decimals(v: f64, factor: f64, decimals: i32) -> f64 {
-    let x = v * factor;
-    if factor == 1.0 || !x.is_finite() {
-        return x;
-    }
-    let k = factor.log10().round();
-    if (10f64.powf(k) - factor).abs() > f64::EPSILON * factor {
-        return x;
-    }
-    let keep = decimals - k as i32;
-    if keep <= 0 {
-        x.round()
-    } else if keep <= 15 {
-        let p = 10f64.powi(keep);
-        (x * p).round() / p
-    } else {
-        x
-    }
+    let decimals = text.trim().rsplit_once(sep).map_or(0, |(_, frac)| frac.bytes().take_while(u8::is_ascii_digit).count());
+    Scale::new(factor).apply(v, i32::try_from(decimals).unwrap_or(i32::MAX))
 }
 
 /// Guesses a file's locale from sample values: any value like `12,5` or `1.234,5` means comma-decimal.

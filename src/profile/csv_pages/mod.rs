@@ -220,6 +220,29 @@ fn is_traceback(line: &str) -> bool {
     line.starts_with("Traceback (most recent call last)")
 }
 
+/// What a physical line is, before it is read as table text.
+enum LineStart {
+    Blank,
+    /// `==PROF==`, `==WARNING==`...
+    Tool,
+    /// An appended Python traceback: the table ends here.
+    Traceback,
+    Text,
+}
+
+fn line_start(line: &str) -> LineStart {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        LineStart::Blank
+    } else if is_tool_line(trimmed) {
+        LineStart::Tool
+    } else if is_traceback(trimmed) {
+        LineStart::Traceback
+    } else {
+        LineStart::Text
+    }
+}
+
 /// The input being read: a tokenizer plus the skipped-line bookkeeping.
 #[derive(Clone)]
 pub(crate) struct Input<'a> {
@@ -239,32 +262,41 @@ impl<'a> Input<'a> {
         ProfileError::Csv { path: self.path.to_owned(), line, message: message.into() }
     }
 
+    /// Moves to the next line that may hold table text: blank lines and ncu's own message lines
+    /// are skipped (the latter noted); at an appended traceback (noted) reading ends. Returns the
+    /// line's number and text, or `None` at the end.
+    fn next_text_line(&mut self) -> Option<(u64, &'a str)> {
+        loop {
+            if self.tok.at_end() {
+                return None;
+            }
+            let line = self.tok.peek_line();
+            let ln = self.tok.line();
+            match line_start(line) {
+                LineStart::Blank => self.tok.skip_line(),
+                LineStart::Tool => {
+                    self.skipped.tool.push(ln);
+                    self.tok.skip_line();
+                }
+                LineStart::Traceback => {
+                    self.skipped.traceback = Some((ln, self.tok.remaining_lines()));
+                    self.tok.skip_to_end(0);
+                    return None;
+                }
+                LineStart::Text => return Some((ln, line)),
+            }
+        }
+    }
+
     /// Skips everything before the table's header and classifies the header.
     fn find_header(&mut self) -> Result<Header<'a>> {
         let mut preamble: Vec<(String, String)> = Vec::new();
         let mut first_other: Option<(u64, String)> = None;
         let mut fields: Fields<'a> = Vec::new();
         loop {
-            if self.tok.at_end() {
+            let Some((ln, line)) = self.next_text_line() else {
                 return Err(self.no_header(first_other, &preamble));
-            }
-            let line = self.tok.peek_line();
-            let ln = self.tok.line();
-            let trimmed = line.trim();
-            if trimmed.is_empty() {
-                self.tok.skip_line();
-                continue;
-            }
-            if is_tool_line(trimmed) {
-                self.skipped.tool.push(ln);
-                self.tok.skip_line();
-                continue;
-            }
-            if is_traceback(trimmed) {
-                let n = self.tok.remaining_lines();
-                self.skipped.traceback = Some((ln, n));
-                return Err(self.no_header(first_other, &preamble));
-            }
+            };
             let delim = guess_delimiter(line);
             self.tok.set_delim(delim);
             let saved = self.tok.clone();
@@ -291,7 +323,7 @@ impl<'a> Input<'a> {
                     self.tok.skip_line();
                     self.skipped.other.push(ln);
                     if first_other.is_none() {
-                        first_other = Some((ln, trimmed.chars().take(80).collect()));
+                        first_other = Some((ln, line.trim().chars().take(80).collect()));
                     }
                 }
             }
@@ -338,26 +370,7 @@ impl<'a> Input<'a> {
     pub fn next_row(&mut self, header: &Header<'a>) -> Result<Option<(u64, Fields<'a>)>> {
         let mut fields: Fields<'a> = Vec::new();
         loop {
-            if self.tok.at_end() {
-                return Ok(None);
-            }
-            let line = self.tok.peek_line();
-            let ln = self.tok.line();
-            let trimmed = line.trim();
-            if trimmed.is_empty() {
-                self.tok.skip_line();
-                continue;
-            }
-            if is_tool_line(trimmed) {
-                self.skipped.tool.push(ln);
-                self.tok.skip_line();
-                continue;
-            }
-            if is_traceback(trimmed) {
-                self.skipped.traceback = Some((ln, self.tok.remaining_lines()));
-                self.tok.skip_to_end(0);
-                return Ok(None);
-            }
+            let Some((ln, line)) = self.next_text_line() else { return Ok(None) };
             let looks_like_row = if header.quoted {
                 line.starts_with('"')
             } else {
@@ -455,15 +468,11 @@ impl<'a> Input<'a> {
             .enumerate()
             .with_min_len(per_task)
             .map(|(i, line)| {
-                let trimmed = line.trim();
-                if trimmed.is_empty() {
-                    return LineKind::Blank;
-                }
-                if is_tool_line(trimmed) {
-                    return LineKind::Tool;
-                }
-                if is_traceback(trimmed) {
-                    return LineKind::Traceback;
+                match line_start(line) {
+                    LineStart::Blank => return LineKind::Blank,
+                    LineStart::Tool => return LineKind::Tool,
+                    LineStart::Traceback => return LineKind::Traceback,
+                    LineStart::Text => {}
                 }
                 if !line.starts_with('"') {
                     return LineKind::Other;
@@ -731,16 +740,10 @@ pub(crate) fn locale_of<'b>(values: impl IntoIterator<Item = &'b str>) -> Number
     detect_locale(values)
 }
 
-/// The number a cell holds, scaled by its unit's factor; `None` for text that is not a number
-/// (`n/a` included), which readers keep as [`MetricValue::Text`].
-#[inline]
-pub(crate) fn number_of(raw_value: &str, factor: f64, locale: NumberLocale) -> Option<f64> {
-    super::units::parse_scaled(raw_value, factor, locale)
-}
-
 /// A metric view of a cell as written, for [`crate::profile::MetricsBuilder::push`].
 pub(crate) fn cell_metric<'a>(raw_value: &'a str, raw_unit: &'a str, norm: &'a (f64, super::Unit), locale: NumberLocale, line: u64) -> Metric<'a> {
-    let value = match number_of(raw_value, norm.0, locale) {
+    // `None` for text that is not a number (`n/a` included), kept as text.
+    let value = match super::units::parse_scaled(raw_value, norm.0, locale) {
         Some(v) => MetricValue::Number(v),
         None => MetricValue::Text(raw_value),
     };

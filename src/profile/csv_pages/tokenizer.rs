@@ -257,25 +257,9 @@ struct QuoteMask {
 
 impl QuoteMask {
     fn new(b: &[u8]) -> Self {
-        let mut words = Vec::with_capacity(b.len() / 64 + 1);
-        let mut chunks = b.chunks_exact(64);
-        for c in &mut chunks {
-            // A fixed-size loop the compiler turns into vector compares.
-            let mut m = 0u64;
-            for (j, &x) in c.iter().enumerate() {
-                m |= u64::from(x == b'"') << j;
-            }
-            words.push(m);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut m = 0u64;
-            for (j, &x) in rest.iter().enumerate() {
-                m |= u64::from(x == b'"') << j;
-            }
-            words.push(m);
-        }
-        QuoteMask { words }
+        // Fixed-size chunks: a loop the compiler turns into vector compares.
+        let bits = |c: &[u8]| c.iter().enumerate().fold(0u64, |m, (j, &x)| m | u64::from(x == b'"') << j);
+        QuoteMask { words: b.chunks(64).map(bits).collect() }
     }
 
     /// The first quote at or after `from`.
