@@ -85,14 +85,15 @@ impl Serialize for Origin {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     pub name: Box<str>,
-    pub raw_unit: Box<str>,
+    /// Shared: a page has thousands of columns and a few dozen units.
+    pub raw_unit: Arc<str>,
     pub unit: Unit,
     pub label: Option<Box<str>>,
     pub section: Option<Box<str>>,
 }
 
 impl Column {
-    pub fn new(name: &str, raw_unit: &str, unit: Unit) -> Self {
+    pub fn new(name: &str, raw_unit: impl Into<Arc<str>>, unit: Unit) -> Self {
         Column { name: name.into(), raw_unit: raw_unit.into(), unit, label: None, section: None }
     }
 }

@@ -7,6 +7,7 @@
 //! Numbers may carry thousands separators (`7,256,830,601.09`) or a decimal comma (`1,5`).
 
 use serde::{Serialize, Serializer};
+use std::sync::Arc;
 use std::fmt;
 
 /// A normalised unit.
@@ -19,13 +20,13 @@ pub enum Unit {
     Percent,
     /// A count of something, singular name: "cycle", "inst", "warp", "sector", "request",
     /// "thread", "block", "register/thread", ... (prefix removed, value scaled).
-    Count(String),
+    Count(Arc<str>),
     /// A count per second ("inst/s", "sector/s").
-    PerSecond(String),
+    PerSecond(Arc<str>),
     /// A dimensionless number (empty unit in the source).
     None,
     /// Anything else, kept as written (lowercased): "inst/cycle", "sector/request"...
-    Other(String),
+    Other(Arc<str>),
 }
 
 /// So a metric view's `&Unit` compares with a unit directly.
@@ -43,10 +44,10 @@ impl Unit {
             Unit::BytesPerSecond => "byte/s".into(),
             Unit::Hertz => "Hz".into(),
             Unit::Percent => "%".into(),
-            Unit::Count(s) => s.clone(),
+            Unit::Count(s) => s.to_string(),
             Unit::PerSecond(s) => format!("{s}/s"),
             Unit::None => String::new(),
-            Unit::Other(s) => s.clone(),
+            Unit::Other(s) => s.to_string(),
         }
     }
 }
@@ -144,7 +145,7 @@ pub fn normalize_unit(raw: &str) -> (f64, Unit) {
             return match base {
                 "byte" => (f, Unit::BytesPerSecond),
                 "cycle" => (f, Unit::Hertz),
-                _ => (f, Unit::PerSecond(base.to_string())),
+                _ => (f, Unit::PerSecond(base.into())),
             };
         }
         if den == "thread" && base == "register" {
@@ -152,9 +153,9 @@ pub fn normalize_unit(raw: &str) -> (f64, Unit) {
         }
         // "Kbyte/block" and "byte/block" are the same quantity: scale the numerator's prefix.
         if pf != 1.0 {
-            return (pf, Unit::Other(format!("{base}/{den}")));
+            return (pf, Unit::Other(format!("{base}/{den}").into()));
         }
-        return (1.0, Unit::Other(l));
+        return (1.0, Unit::Other(l.into()));
     }
     let (pf, base) = split_prefix(singular(&l));
     if base == "byte" {
@@ -166,9 +167,9 @@ pub fn normalize_unit(raw: &str) -> (f64, Unit) {
             "cycle" | "inst" | "warp" | "thread" | "block" | "sector" | "request" | "wavefront" | "sample" | "transaction" | "branch"
         )
     {
-        return (pf, Unit::Count(base.to_string()));
+        return (pf, Unit::Count(base.into()));
     }
-    (1.0, Unit::Other(l))
+    (1.0, Unit::Other(l.into()))
 }
 
 /// How a file writes numbers.

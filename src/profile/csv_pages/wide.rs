@@ -118,7 +118,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     };
 
     // Metric columns in header order, units normalised once per distinct unit.
-    let mut norms: HashMap<&str, (Scale, Unit)> = HashMap::new();
+    let mut norms: HashMap<&str, (Scale, Arc<str>, Unit)> = HashMap::new();
     let mut cols: Vec<Column> = Vec::with_capacity(header.fields.len());
     let mut positions: Vec<(usize, Scale)> = Vec::with_capacity(header.fields.len());
     for (idx, name) in header.fields.iter().enumerate() {
@@ -127,11 +127,11 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             continue;
         }
         let raw_unit = units.get(idx).map(|u| u.trim()).unwrap_or("");
-        let (scale, unit) = norms
+        let (scale, raw_unit, unit) = norms
             .entry(raw_unit)
             .or_insert_with(|| {
                 let (factor, unit) = normalize_unit(raw_unit);
-                (Scale::new(factor), unit)
+                (Scale::new(factor), raw_unit.into(), unit)
             })
             .clone();
         cols.push(Column::new(name, raw_unit, unit));

@@ -47,15 +47,15 @@ pub fn unit_for_metric(name: &str) -> Unit {
     let base = counted_thing(counter);
     match (sub, base) {
         (None, Some("byte")) => Unit::Bytes,
-        (None, Some(b)) => Unit::Count(b.to_string()),
+        (None, Some(b)) => Unit::Count(b.into()),
         (Some("per_second"), Some("byte")) => Unit::BytesPerSecond,
         (Some("per_second"), Some("cycle")) => Unit::Hertz,
-        (Some("per_second"), Some(b)) => Unit::PerSecond(b.to_string()),
+        (Some("per_second"), Some(b)) => Unit::PerSecond(b.into()),
         // ncu reports `*warps_active.avg.per_cycle_active` in warps.
         (Some(s), Some("warp")) if s.starts_with("per_cycle") => Unit::Count("warp".into()),
         (Some(s), Some(b)) if s.starts_with("per_cycle") || s == "peak_sustained" => {
             if matches!(b, "byte" | "sector" | "inst") {
-                Unit::Other(format!("{b}/cycle"))
+                Unit::Other(format!("{b}/cycle").into())
             } else {
                 Unit::None
             }
