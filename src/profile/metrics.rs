@@ -5,12 +5,20 @@
 //! - the *columns* (name, unit as written, normalised unit, display label, section), sorted by
 //!   name and shared between the launches of one page (`Arc`): a raw page writes every column
 //!   once, whatever its number of launches;
-//! - one fixed-size *cell* per present metric (column, source line, value);
-//! - one string with the raw text of every value, which cells point into.
+//! - the values, in one of two forms:
+//!   - *parsed*: one fixed-size cell per column (source line, number or text), for details
+//!     pages, `--metrics` output, GUI exports and `.ncu-rep` reports;
+//!   - *raw*: a raw page's row kept as text, one span per column, each value parsed and
+//!     unit-normalised (with the column's [`Scale`]) when it is read. A raw page has thousands of
+//!     columns and the facts read a few dozen of them; reading a value costs one parse (tens of
+//!     nanoseconds), the same work ingest would have done for it;
+//! - one string with the raw text of every value, which cells and spans point into.
 //!
-//! Reading a metric returns a [`Metric`], a small `Copy` view borrowing from this storage.
-//! Values are parsed and unit-normalised when the metric is stored, never on access.
+//! Reading a metric returns a [`Metric`], a small `Copy` view borrowing from this storage. Both
+//! forms give the same views for the same text (tests in `csv_pages` compare them).
 
+use super::csv_pages::tokenizer::QuotedLine;
+use super::units::{NumberLocale, Scale};
 use super::Unit;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -90,21 +98,30 @@ pub struct Column {
     pub unit: Unit,
     pub label: Option<Box<str>>,
     pub section: Option<Box<str>>,
+    /// From `raw_unit` to `unit`: how a raw row's text is parsed on access (see [`RowBuilder`]).
+    pub scale: Scale,
 }
 
 impl Column {
     pub fn new(name: &str, raw_unit: impl Into<Arc<str>>, unit: Unit) -> Self {
-        Column { name: name.into(), raw_unit: raw_unit.into(), unit, label: None, section: None }
+        Column { name: name.into(), raw_unit: raw_unit.into(), unit, label: None, section: None, scale: Scale::new(1.0) }
+    }
+
+    /// With the scale factor from the raw unit to the normalised one.
+    pub fn scaled(self, scale: Scale) -> Self {
+        Column { scale, ..self }
     }
 }
 
-/// Columns with unique names: sorted by name ([`Columns::new`]), or in the order a file has
-/// them with a name index beside ([`Columns::keep_order`]).
+/// Columns with unique names: sorted by name ([`Columns::new`]), or the columns of a raw page in
+/// header order with a name index beside ([`Columns::raw_page`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Columns {
     cols: Vec<Column>,
     /// Column indices in name order, when `cols` is not sorted.
     by_name: Option<Box<[u32]>>,
+    /// Raw page: the field of a row that holds each column's value.
+    fields: Box<[u32]>,
 }
 
 impl Columns {
@@ -125,13 +142,19 @@ impl Columns {
             slot[i as usize] = Some(out.len() as u32);
             out.push(c);
         }
-        (Arc::new(Columns { cols: out, by_name: None }), slot)
+        (Arc::new(Columns { cols: out, by_name: None, fields: Box::default() }), slot)
     }
 
-    /// Keeps the given order (a raw page's header, so a row's cells are appended in the order
-    /// they are read); a repeated name keeps its first column. Returns the columns and, per input
+    /// The metric columns of a raw page in header order, `fields[i]` being the row field that
+    /// holds column `i`'s value; a repeated name keeps its first column. Returns the columns and, per input
     /// position, the index it has now (`None` for the dropped repeats).
-    pub fn keep_order(cols: Vec<Column>) -> (Arc<Columns>, Vec<Option<u32>>) {
+    pub fn raw_page(fields: Vec<u32>, cols: Vec<Column>) -> (Arc<Columns>, Vec<Option<u32>>) {
+        assert_eq!(fields.len(), cols.len(), "one field per column");
+        // ncu writes a raw page's metric columns sorted: one pass says so, no sort needed.
+        if cols.windows(2).all(|w| w[0].name < w[1].name) {
+            let slot = (0..cols.len() as u32).map(Some).collect();
+            return (Arc::new(Columns { cols, by_name: None, fields: fields.into() }), slot);
+        }
         let mut order: Vec<u32> = (0..cols.len() as u32).collect();
         order.sort_by(|&a, &b| cols[a as usize].name.cmp(&cols[b as usize].name));
         let mut keep = vec![false; cols.len()];
@@ -140,15 +163,17 @@ impl Columns {
         }
         let mut slot = vec![None; cols.len()];
         let mut out: Vec<Column> = Vec::with_capacity(cols.len());
-        for (i, c) in cols.into_iter().enumerate() {
+        let mut out_fields: Vec<u32> = Vec::with_capacity(cols.len());
+        for (i, (c, f)) in cols.into_iter().zip(fields).enumerate() {
             if keep[i] {
                 slot[i] = Some(out.len() as u32);
                 out.push(c);
+                out_fields.push(f);
             }
         }
         let by_name: Box<[u32]> = order.iter().filter(|&&i| keep[i as usize]).map(|&i| slot[i as usize].expect("kept")).collect();
         let sorted = by_name.iter().enumerate().all(|(k, &i)| k as u32 == i);
-        (Arc::new(Columns { cols: out, by_name: (!sorted).then_some(by_name) }), slot)
+        (Arc::new(Columns { cols: out, by_name: (!sorted).then_some(by_name), fields: out_fields.into() }), slot)
     }
 
     pub fn len(&self) -> usize {
@@ -170,16 +195,20 @@ impl Columns {
             Some(order) => order.binary_search_by(|&i| (*self.cols[i as usize].name).cmp(name)).ok().map(|k| order[k] as usize),
         }
     }
+
+    /// The index of the `k`-th column in name order.
+    fn in_name_order(&self, k: usize) -> usize {
+        self.by_name.as_ref().map_or(k, |o| o[k] as usize)
+    }
 }
 
 /// Bit of [`Cell::raw_len`] set when the value is text (then `payload` is a span, not an f64).
 const TEXT: u32 = 1 << 31;
 
-/// One present metric: 24 bytes.
+/// One parsed metric: 24 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Cell {
-    col: u32,
-    /// CSV line (0 when the origin is per launch, see [`Metrics::report`]).
+    /// CSV line (0 when the origin is per launch, see [`Values::Parsed`]).
     line: u32,
     raw_start: u32,
     /// Length of the raw text, [`TEXT`] set for a text value.
@@ -188,15 +217,66 @@ struct Cell {
     payload: u64,
 }
 
+/// How a launch's values are held.
+#[derive(Clone)]
+enum Values {
+    /// Parsed when stored, one cell per column, in column order.
+    Parsed {
+        cells: Vec<Cell>,
+        /// The origin of every value of a report launch (CSV values carry their own line).
+        report: Option<(u32, u32)>,
+    },
+    /// One row of a raw page: where each field of the row lies in the text (an empty field: no
+    /// value); column `i`'s value is in field `Columns::fields[i]`, parsed with the column's
+    /// [`Scale`] in `locale` when read. A raw page has thousands of columns of which the facts
+    /// read a few dozen, so ingest only finds and keeps the values: the field positions are the
+    /// tokenizer's, kept as they are.
+    Raw { fields: RowFields, line: u32, locale: NumberLocale },
+}
+
+/// Where the fields of a raw row lie in [`Metrics::text`].
+#[derive(Clone)]
+enum RowFields {
+    /// The text is a simple quoted line, with the tokenizer's index of its fields (about one
+    /// bit a byte).
+    Line(QuotedLine),
+    /// `(start, end)` of each field.
+    Spans(Vec<(u32, u32)>),
+}
+
+impl RowFields {
+    #[inline]
+    fn get(&self, k: usize) -> Option<(u32, u32)> {
+        match self {
+            RowFields::Line(line) => line.span(k),
+            RowFields::Spans(spans) => spans.get(k).copied(),
+        }
+    }
+
+    fn spans(&mut self) -> &mut Vec<(u32, u32)> {
+        if let RowFields::Line(line) = self {
+            *self = RowFields::Spans(line.spans().collect());
+        }
+        match self {
+            RowFields::Spans(spans) => spans,
+            RowFields::Line(_) => unreachable!("converted above"),
+        }
+    }
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values::Parsed { cells: Vec::new(), report: None }
+    }
+}
+
 /// A launch's metrics, sorted by raw metric name. See the module docs.
 #[derive(Clone, Default)]
 pub struct Metrics {
     cols: Arc<Columns>,
-    /// Sorted by column, at most one per column.
-    cells: Vec<Cell>,
+    values: Values,
+    /// Raw text of the values (and of text values that differ from their raw text).
     text: String,
-    /// The origin of every value of a report launch (CSV values carry their own line).
-    report: Option<(u32, u32)>,
 }
 
 impl PartialEq for Metrics {
@@ -233,74 +313,104 @@ impl Metrics {
     }
 
     pub fn len(&self) -> usize {
-        self.cells.len()
+        match &self.values {
+            Values::Parsed { cells, .. } => cells.len(),
+            Values::Raw { fields: RowFields::Line(line), .. } => {
+                let spans: Vec<(u32, u32)> = line.spans().collect();
+                self.cols.fields.iter().filter(|&&f| spans.get(f as usize).is_some_and(|(s, e)| e > s)).count()
+            }
+            Values::Raw { .. } => (0..self.cols.len()).filter(|&i| self.has(i)).count(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
+        self.len() == 0
     }
 
-    fn view(&self, c: &Cell) -> (&str, Metric<'_>) {
-        let col = &self.cols.cols[c.col as usize];
-        let raw_len = (c.raw_len & !TEXT) as usize;
-        let raw_value = self.text.get(c.raw_start as usize..c.raw_start as usize + raw_len).unwrap_or("");
-        let value = if c.raw_len & TEXT != 0 {
-            let (s, l) = ((c.payload >> 32) as usize, (c.payload & 0xffff_ffff) as usize);
-            MetricValue::Text(self.text.get(s..s + l).unwrap_or(""))
-        } else {
-            MetricValue::Number(f64::from_bits(c.payload))
-        };
-        let origin = match self.report {
-            Some((block, result)) => Origin::Report { block, result },
-            None if c.line > 0 => Origin::Line(c.line),
-            None => Origin::Unknown,
-        };
-        (
-            &col.name,
-            Metric {
-                value,
-                unit: &col.unit,
-                raw_value,
-                raw_unit: &col.raw_unit,
-                label: col.label.as_deref(),
-                section: col.section.as_deref(),
-                origin,
-            },
-        )
+    fn text_at(&self, start: u32, len: u32) -> &str {
+        let s = start as usize;
+        self.text.get(s..s + len as usize).unwrap_or("")
     }
 
-    fn cell_index(&self, name: &str) -> Option<usize> {
-        let col = self.cols.find(name)? as u32;
-        // Per-launch columns have a cell each: direct index.
-        if self.cells.len() == self.cols.len() {
-            return Some(col as usize);
+    /// The metric of column `i`, if this launch has one.
+    fn at(&self, i: usize) -> Option<Metric<'_>> {
+        let span = match &self.values {
+            Values::Raw { fields, .. } => raw_span(fields, &self.cols, i),
+            Values::Parsed { .. } => None,
+        };
+        self.at_span(i, span)
+    }
+
+    /// [`Self::at`], given the span of column `i`'s value for a raw row.
+    fn at_span(&self, i: usize, span: Option<(u32, u32)>) -> Option<Metric<'_>> {
+        let col = &self.cols.cols[i];
+        let (value, raw_value, origin) = match &self.values {
+            Values::Parsed { cells, report } => {
+                let c = &cells[i];
+                let raw_value = self.text_at(c.raw_start, c.raw_len & !TEXT);
+                let value = if c.raw_len & TEXT != 0 {
+                    MetricValue::Text(self.text_at((c.payload >> 32) as u32, c.payload as u32))
+                } else {
+                    MetricValue::Number(f64::from_bits(c.payload))
+                };
+                let origin = match *report {
+                    Some((block, result)) => Origin::Report { block, result },
+                    None if c.line > 0 => Origin::Line(c.line),
+                    None => Origin::Unknown,
+                };
+                (value, raw_value, origin)
+            }
+            Values::Raw { line, locale, .. } => {
+                let (start, end) = span.filter(|(s, e)| e > s)?;
+                let raw = self.text_at(start, end - start);
+                let value = match col.scale.parse(raw, *locale) {
+                    Some(v) => MetricValue::Number(v),
+                    None => MetricValue::Text(raw),
+                };
+                (value, raw, if *line > 0 { Origin::Line(*line) } else { Origin::Unknown })
+            }
+        };
+        Some(Metric {
+            value,
+            unit: &col.unit,
+            raw_value,
+            raw_unit: &col.raw_unit,
+            label: col.label.as_deref(),
+            section: col.section.as_deref(),
+            origin,
+        })
+    }
+
+    fn has(&self, i: usize) -> bool {
+        match &self.values {
+            Values::Parsed { .. } => true,
+            Values::Raw { fields, .. } => raw_span(fields, &self.cols, i).is_some(),
         }
-        self.cells.binary_search_by_key(&col, |c| c.col).ok()
     }
 
     pub fn get(&self, name: &str) -> Option<Metric<'_>> {
-        self.cell_index(name).map(|i| self.view(&self.cells[i]).1)
+        self.cols.find(name).and_then(|i| self.at(i))
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
-        self.cell_index(name).is_some()
+        self.cols.find(name).is_some_and(|i| self.has(i))
     }
 
     /// `(name, metric)` sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Metric<'_>)> + '_ {
-        let (sorted, by_name): (&[Cell], &[u32]) = match &self.cols.by_name {
-            None => (&self.cells, &[]),
-            Some(order) => (&[], order),
+        // A raw row's index finds one field in a few steps; all of them, in one pass.
+        let spans: Option<Vec<(u32, u32)>> = match &self.values {
+            Values::Raw { fields: RowFields::Line(line), .. } => Some(line.spans().collect()),
+            _ => None,
         };
-        let full = self.cells.len() == self.cols.len();
-        let in_name_order = by_name.iter().filter_map(move |&col| {
-            if full {
-                Some(&self.cells[col as usize])
-            } else {
-                self.cells.binary_search_by_key(&col, |c| c.col).ok().map(|i| &self.cells[i])
-            }
-        });
-        sorted.iter().chain(in_name_order).map(|c| self.view(c))
+        (0..self.cols.len()).filter_map(move |k| {
+            let i = self.cols.in_name_order(k);
+            let m = match &spans {
+                Some(spans) => self.at_span(i, self.cols.fields.get(i).and_then(|&f| spans.get(f as usize).copied())),
+                None => self.at(i),
+            };
+            m.map(|m| (&*self.cols.cols[i].name, m))
+        })
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
@@ -332,6 +442,29 @@ impl Metrics {
         }
         *self = b.finish().0;
     }
+
+    /// Sets the number locale a raw row's values are parsed in (the reader learns it from the
+    /// whole page). No effect on parsed values.
+    pub(crate) fn set_locale(&mut self, to: NumberLocale) {
+        if let Values::Raw { locale, .. } = &mut self.values {
+            *locale = to;
+        }
+    }
+
+    /// The raw text of every value of a raw row, in column order (parsed values: none).
+    pub(crate) fn raw_values(&self) -> impl Iterator<Item = &str> + '_ {
+        let fields = match &self.values {
+            Values::Raw { fields, .. } => Some(fields),
+            Values::Parsed { .. } => None,
+        };
+        (0..self.cols.len()).filter_map(move |i| raw_span(fields?, &self.cols, i)).map(|(s, e)| self.text_at(s, e - s))
+    }
+}
+
+/// The span of column `i`'s value in a raw row, if it has one.
+#[inline]
+fn raw_span(fields: &RowFields, cols: &Columns, i: usize) -> Option<(u32, u32)> {
+    fields.get(*cols.fields.get(i)? as usize).filter(|(s, e)| e > s)
 }
 
 impl<'a> IntoIterator for &'a Metrics {
@@ -342,40 +475,51 @@ impl<'a> IntoIterator for &'a Metrics {
     }
 }
 
-/// Builds the metrics of one launch whose columns are shared with other launches (a raw page):
-/// cells must be pushed in column order.
+/// Builds one row of a raw page: columns shared with the page's other launches (made by
+/// [`Columns::raw_page`]), values kept as text and parsed when read (see [`Values::Raw`]).
 pub struct RowBuilder {
     cols: Arc<Columns>,
-    cells: Vec<Cell>,
+    fields: RowFields,
     text: String,
 }
 
 impl RowBuilder {
-    /// `text_capacity`: bytes of raw text expected (the row's length is a good bound).
-    pub fn new(cols: Arc<Columns>, text_capacity: usize) -> Self {
-        let n = cols.len();
-        RowBuilder { cols, cells: Vec::with_capacity(n), text: String::with_capacity(text_capacity) }
+    /// A row whose fields come one by one ([`Self::set_text`]).
+    pub fn new(cols: Arc<Columns>) -> Self {
+        RowBuilder { cols, fields: RowFields::Spans(Vec::new()), text: String::new() }
     }
 
-    /// Appends the value of column `col` (greater than the last one pushed).
-    pub fn push_number(&mut self, col: u32, raw_value: &str, value: f64, line: u32) {
-        debug_assert!(self.cells.last().is_none_or(|c| c.col < col));
-        let (raw_start, raw_len) = span(self.text.len(), raw_value.len());
-        self.text.push_str(raw_value);
-        self.cells.push(Cell { col, line, raw_start, raw_len, payload: value.to_bits() });
+    /// A row read from `line` by [`quoted_line`](crate::profile::csv_pages::tokenizer::quoted_line): its index is kept as it is, `line`
+    /// is copied once.
+    pub fn from_line(cols: Arc<Columns>, line: &str, fields: QuotedLine) -> Self {
+        RowBuilder { cols, fields: RowFields::Line(fields), text: line.to_owned() }
     }
 
-    /// Appends a text value of column `col` (the raw text is the value).
-    pub fn push_text(&mut self, col: u32, raw_value: &str, line: u32) {
-        debug_assert!(self.cells.last().is_none_or(|c| c.col < col));
-        let (raw_start, raw_len) = span(self.text.len(), raw_value.len());
-        self.text.push_str(raw_value);
-        let payload = (u64::from(raw_start) << 32) | u64::from(raw_len);
-        self.cells.push(Cell { col, line, raw_start, raw_len: raw_len | TEXT, payload });
+    /// Field `field` is `value` (appended to the row's text; a field keeps its first value).
+    pub fn set_text(&mut self, field: usize, value: &str) {
+        let (start, len) = span(self.text.len(), value.len());
+        let spans = self.fields.spans();
+        if spans.len() <= field {
+            spans.resize(field + 1, (0, 0));
+        }
+        if spans[field].0 == spans[field].1 {
+            spans[field] = (start, start.saturating_add(len));
+            self.text.push_str(value);
+        }
     }
 
-    pub fn finish(self) -> Metrics {
-        Metrics { cols: self.cols, cells: self.cells, text: self.text, report: None }
+    /// Field `field` is narrowed to `start..end` of the line (a value with white space around).
+    pub fn narrow(&mut self, field: usize, start: usize, end: usize) {
+        if let Some(s) = self.fields.spans().get_mut(field) {
+            debug_assert!(s.0 as usize <= start && end <= s.1 as usize);
+            *s = (start as u32, end as u32);
+        }
+    }
+
+    /// The row read from CSV line `line`; values are parsed as dot-decimal until
+    /// [`Metrics::set_locale`] says otherwise.
+    pub fn finish(self, line: u32) -> Metrics {
+        Metrics { cols: self.cols, values: Values::Raw { fields: self.fields, line, locale: NumberLocale::DotDecimal }, text: self.text }
     }
 }
 
@@ -408,7 +552,6 @@ impl MetricsBuilder {
 
     /// Adds a metric; when a name repeats, the first one pushed is kept (see [`Self::finish`]).
     pub fn push(&mut self, name: &str, m: Metric<'_>) {
-        let col = self.cols.len() as u32;
         let mut c = Column::new(name, m.raw_unit, m.unit.clone());
         c.label = m.label.map(Into::into);
         c.section = m.section.map(Into::into);
@@ -428,7 +571,7 @@ impl MetricsBuilder {
                 (raw_len | TEXT, (u64::from(s) << 32) | u64::from(l))
             }
         };
-        self.cells.push(Cell { col, line, raw_start, raw_len, payload });
+        self.cells.push(Cell { line, raw_start, raw_len, payload });
     }
 
     /// Sorts by name. A repeated name keeps the first metric pushed; the count of dropped
@@ -436,15 +579,14 @@ impl MetricsBuilder {
     pub fn finish(self) -> (Metrics, usize) {
         let pushed = self.cols.len();
         let (cols, slot) = Columns::new(self.cols);
-        let mut cells: Vec<Cell> = Vec::with_capacity(cols.len());
+        let mut cells = vec![Cell { line: 0, raw_start: 0, raw_len: 0, payload: 0 }; cols.len()];
         for (c, s) in self.cells.into_iter().zip(&slot) {
             if let Some(s) = s {
-                cells.push(Cell { col: *s, ..c });
+                cells[*s as usize] = c;
             }
         }
-        cells.sort_unstable_by_key(|c| c.col);
-        let dropped = pushed - cells.len();
-        (Metrics { cols, cells, text: self.text, report: self.report }, dropped)
+        let dropped = pushed - cols.len();
+        (Metrics { cols, values: Values::Parsed { cells, report: self.report }, text: self.text }, dropped)
     }
 }
 
@@ -476,51 +618,80 @@ mod tests {
     }
 
     #[test]
-    fn shared_columns_with_gaps() {
-        let cols = vec![Column::new("b", "cycle", Unit::Count("cycle".into())), Column::new("a", "%", Unit::Percent), Column::new("c", "", Unit::None)];
-        let (cols, slot) = Columns::new(cols);
-        assert_eq!(slot, [Some(1), Some(0), Some(2)]);
-        let mut r = RowBuilder::new(cols.clone(), 16);
-        r.push_number(0, "5", 5.0, 3);
-        r.push_text(2, "n/a", 3);
-        let m = r.finish();
+    fn raw_rows_with_gaps() {
+        // Fields 0 and 4 are not metrics; field 2 repeats field 1's name.
+        let cols = vec![
+            (3, Column::new("b", "cycle", Unit::Count("cycle".into()))),
+            (1, Column::new("a", "usecond", Unit::Nanoseconds).scaled(Scale::new(1e3))),
+            (2, Column::new("a", "", Unit::None)),
+            (5, Column::new("c", "", Unit::None)),
+        ];
+        let (fields, cols) = cols.into_iter().unzip();
+        let (cols, slot) = Columns::raw_page(fields, cols);
+        assert_eq!(slot, [Some(0), Some(1), None, Some(2)]);
+        assert_eq!((cols.find("a"), cols.find("b"), cols.find("c")), (Some(1), Some(0), Some(2)));
+        let line = r#""x"," 1.5 ","7","","k","n/a""#;
+        let mut r = RowBuilder::from_line(cols.clone(), line, crate::profile::csv_pages::tokenizer::quoted_line(line, b',').unwrap());
+        r.narrow(1, 6, 9);
+        let m = r.finish(3);
         assert_eq!(m.len(), 2);
         assert!(!m.contains_key("b"));
-        assert_eq!(m.get("a").unwrap().unit, &Unit::Percent);
-        assert_eq!(m.get("a").unwrap().raw_unit, "%");
+        let a = m.get("a").unwrap();
+        assert_eq!((a.as_f64(), a.raw_value, a.raw_unit, a.unit), (Some(1500.0), "1.5", "usecond", &Unit::Nanoseconds));
+        assert_eq!(a.origin, Origin::Line(3));
         assert_eq!(m.get("c").unwrap().value, MetricValue::Text("n/a"));
-        let mut other = RowBuilder::new(cols, 4);
-        other.push_number(1, "9", 9.0, 4);
+        assert_eq!(m.raw_values().collect::<Vec<_>>(), ["1.5", "n/a"]);
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "c"]);
+        // Fields one by one; a short row.
+        let mut other = RowBuilder::new(cols);
+        other.set_text(3, "9");
+        other.set_text(1, "1,5");
+        other.set_text(1, "2");
+        let mut other = other.finish(4);
+        assert_eq!(other.get("a").unwrap().as_f64(), Some(15000.0));
+        other.set_locale(NumberLocale::CommaDecimal);
+        assert_eq!(other.get("a").unwrap().as_f64(), Some(1500.0));
+        assert!(!other.contains_key("c"));
         let mut merged = m.clone();
-        merged.merge_missing(&other.finish());
+        merged.merge_missing(&other);
         assert_eq!(merged.get("b").unwrap().as_f64(), Some(9.0));
-        assert_eq!(merged.get("a").unwrap().as_f64(), Some(5.0));
+        assert_eq!(merged.get("a").unwrap().as_f64(), Some(1500.0));
         assert_eq!(merged.get("b").unwrap().origin, Origin::Line(4));
+        assert_eq!(merged, {
+            let mut b = MetricsBuilder::new();
+            for (k, v) in m.iter().chain(other.iter()) {
+                b.push(k, v);
+            }
+            b.finish().0
+        });
     }
 
     #[test]
-    fn file_order_columns_iterate_by_name() {
+    fn unsorted_raw_columns_iterate_by_name() {
         let names = ["m", "b", "m", "a", "z"];
-        let (cols, slot) = Columns::keep_order(names.iter().map(|n| Column::new(n, "", Unit::None)).collect());
+        let (cols, slot) = Columns::raw_page((0..5).collect(), names.iter().map(|n| Column::new(n, "", Unit::None)).collect());
         assert_eq!(slot, [Some(0), Some(1), None, Some(2), Some(3)]);
         assert_eq!(cols.find("a"), Some(2));
         assert_eq!(cols.find("m"), Some(0));
         assert_eq!(cols.find("q"), None);
-        let mut r = RowBuilder::new(cols.clone(), 8);
-        r.push_number(0, "1", 1.0, 1);
-        r.push_number(2, "3", 3.0, 1);
-        r.push_number(3, "4", 4.0, 1);
-        let m = r.finish();
+        let mut r = RowBuilder::new(cols.clone());
+        r.set_text(0, "1");
+        r.set_text(3, "3");
+        r.set_text(4, "4");
+        let m = r.finish(1);
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "m", "z"]);
         assert_eq!(m.get("z").unwrap().as_f64(), Some(4.0));
         assert!(m.get("b").is_none());
-        let mut r = RowBuilder::new(cols, 8);
-        for (i, v) in [1.0, 2.0, 3.0, 4.0].into_iter().enumerate() {
-            r.push_number(i as u32, "x", v, 1);
+        let mut r = RowBuilder::new(cols);
+        for (i, v) in ["1", "2", "x", "3", "4"].into_iter().enumerate() {
+            r.set_text(i, v);
         }
-        let m = r.finish();
+        let m = r.finish(1);
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b", "m", "z"]);
         assert_eq!(m.values().map(|v| v.as_f64().unwrap()).collect::<Vec<_>>(), [3.0, 2.0, 1.0, 4.0]);
+        // Already sorted: kept as is, no name index.
+        let (cols, slot) = Columns::raw_page(vec![0, 1], ["a", "b"].iter().map(|n| Column::new(n, "", Unit::None)).collect());
+        assert_eq!((slot, cols.by_name.is_none()), (vec![Some(0), Some(1)], true));
     }
 
     #[test]

@@ -288,6 +288,21 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// Reads the record that starts on the current line, `line`: from the line's spans when its
+    /// fields are all simply quoted (the usual ncu line, read without a byte loop), else with
+    /// the tokenizer (same fields).
+    fn read_line_or_record(&mut self, line: &'a str, fields: &mut Fields<'a>) -> std::result::Result<bool, tokenizer::Unterminated> {
+        match tokenizer::quoted_line(line, self.tok.delim()) {
+            Some(q) => {
+                fields.clear();
+                fields.extend(q.spans().map(|(s, e)| Cow::Borrowed(&line[s as usize..e as usize])));
+                self.tok.skip_line();
+                Ok(true)
+            }
+            None => self.tok.read_record(fields),
+        }
+    }
+
     /// Skips everything before the table's header and classifies the header.
     fn find_header(&mut self) -> Result<Header<'a>> {
         let mut preamble: Vec<(String, String)> = Vec::new();
@@ -300,7 +315,7 @@ impl<'a> Input<'a> {
             let delim = guess_delimiter(line);
             self.tok.set_delim(delim);
             let saved = self.tok.clone();
-            let kind = match self.tok.read_record(&mut fields) {
+            let kind = match self.read_line_or_record(line, &mut fields) {
                 Ok(true) => classify_header(&fields),
                 _ => None,
             };
@@ -381,7 +396,7 @@ impl<'a> Input<'a> {
                 self.tok.skip_line();
                 continue;
             }
-            match self.tok.read_record(&mut fields) {
+            match self.read_line_or_record(line, &mut fields) {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
                 Err(e) => {
@@ -478,7 +493,9 @@ impl<'a> Input<'a> {
                     return LineKind::Other;
                 }
                 let mut sink = Checked { inner: make(first + i as u64), header: &header.fields, count: 0, same: true };
-                if tokenizer::read_line_record(line, header.delim, &mut sink).is_err() {
+                if let Some(q) = tokenizer::quoted_line(line, header.delim) {
+                    sink.line_fields(line, q);
+                } else if tokenizer::read_line_record(line, header.delim, &mut sink).is_err() {
                     return LineKind::Continues;
                 }
                 if sink.same && sink.count == header.fields.len() {
@@ -527,6 +544,15 @@ impl<'a, S: FieldSink<'a>> FieldSink<'a> for Checked<'_, 'a, S> {
         }
         self.count += 1;
         self.inner.field(f);
+    }
+
+    fn line_fields(&mut self, line: &'a str, fields: tokenizer::QuotedLine) {
+        if self.same {
+            let rest = self.header.get(self.count..).unwrap_or(&[]);
+            self.same = fields.len() <= rest.len() && fields.spans().zip(rest).all(|((s, e), h)| &line[s as usize..e as usize] == h);
+        }
+        self.count += fields.len();
+        self.inner.line_fields(line, fields);
     }
 }
 

@@ -257,6 +257,45 @@ fn raw_page_comma_decimal_and_bad_rows() {
     }
 }
 
+/// A raw page large enough for the parallel reader, whose rows are kept as the tokenizer's index
+/// and parsed when read: the locale is learnt from any row, kernel names with commas and
+/// thousands separators do not make it comma-decimal, padded values are trimmed, and a value
+/// with escaped quotes is kept as text.
+#[test]
+fn raw_page_rows_read_in_parallel_parse_when_read() {
+    let row = |id: usize, value: &str| {
+        format!("\"{id}\",\"9\",\"a\",\"h\",\"void k<{id}, 2>(int, float)\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"{value}\",\"1,024\",\"  Cache Prefer None \",\"3\"\n")
+    };
+    let mut text = RAW.to_string();
+    for id in 2..1000 {
+        text.push_str(&row(id, "4.500"));
+    }
+    let p = read_str(&text).unwrap();
+    assert_eq!(p.launches.len(), 1000);
+    let last = &p.launches[999];
+    assert_eq!(last.name, "void k<999, 2>(int, float)");
+    assert_eq!(num(&p, 999, "gpu__time_duration.sum"), 4500.0);
+    assert_eq!(num(&p, 999, "dram__bytes.sum"), 1024e3);
+    let padded = last.metrics.get("launch__func_cache_config").unwrap();
+    assert_eq!((padded.value, padded.raw_value), (MetricValue::Text("Cache Prefer None"), "Cache Prefer None"));
+    assert_eq!(last.metrics.get("sm__cycles_active.avg").unwrap().origin.to_string(), "line 1002");
+    assert_eq!(last.metrics.len(), 4);
+
+    // One decimal comma in a late row: the whole page is comma-decimal ("1,024" is 1.024 Kbyte).
+    let late = text.replacen(&row(900, "4.500"), &row(900, "4,5"), 1);
+    let p = read_str(&late).unwrap();
+    assert_eq!(num(&p, 0, "dram__bytes.sum"), 1.024e3);
+    assert_eq!(num(&p, 900, "gpu__time_duration.sum"), 4500.0);
+    assert_eq!(num(&p, 999, "dram__bytes.sum"), 1.024e3);
+
+    // A value with escaped quotes: that line is read field by field, same page otherwise.
+    let quoted = text.replacen(&row(500, "4.500"), &row(500, "4.500").replace("  Cache Prefer None ", "say \"\"hi\"\""), 1);
+    let p = read_str(&quoted).unwrap();
+    assert_eq!(p.launches[500].metrics.get("launch__func_cache_config").unwrap().value, MetricValue::Text("say \"hi\""));
+    assert_eq!(num(&p, 500, "gpu__time_duration.sum"), 4500.0);
+    assert_eq!(num(&p, 501, "gpu__time_duration.sum"), 4500.0);
+}
+
 #[test]
 fn source_page_sass_and_cuda_views() {
     let sass = "\"Kernel Name\",\"probe\",\n\
@@ -427,6 +466,9 @@ fn parallel_and_sequential_readers_agree() {
     same("lone_cr.csv", big.replacen("\"k9\"\n", "\"k9\"\r", 1).as_bytes());
     same("unterminated.csv", format!("{big}\"5\",\"oops\n").as_bytes());
     same("comma.csv", big.replace("2.464000", "2,464").replace("1,024", "1.024").as_bytes());
+    same("late_comma.csv", big.replacen("\"2997\",\"5\"", "\"2997,5\",\"5\"", 1).as_bytes());
+    same("padded.csv", big.replace("\"5\",\"n/a\"", "\" 5\",\"n/a \"").as_bytes());
+    same("escaped.csv", big.replacen("\"n/a\"", "\"say \"\"hi\"\"\"", 7).as_bytes());
     // Every CSV export of the corpus.
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
     let mut n = 0;

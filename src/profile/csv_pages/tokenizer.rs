@@ -22,6 +22,15 @@ pub type Fields<'a> = Vec<Cow<'a, str>>;
 /// Receives a record's fields in order (a reader can build its rows without a [`Fields`] list).
 pub trait FieldSink<'a> {
     fn field(&mut self, f: Cow<'a, str>);
+
+    /// Every field of one physical line at once, as [`quoted_line`] found them. By default
+    /// each is handed to [`FieldSink::field`]; a sink that keeps positions can take them as
+    /// they are.
+    fn line_fields(&mut self, line: &'a str, fields: QuotedLine) {
+        for (s, e) in fields.spans() {
+            self.field(Cow::Borrowed(&line[s as usize..e as usize]));
+        }
+    }
 }
 
 impl<'a> FieldSink<'a> for Fields<'a> {
@@ -53,6 +62,10 @@ impl<'a> Tokenizer<'a> {
 
     pub fn set_delim(&mut self, delim: u8) {
         self.delim = delim;
+    }
+
+    pub fn delim(&self) -> u8 {
+        self.delim
     }
 
     /// 1-based physical line of the current position.
@@ -250,6 +263,218 @@ pub fn read_line_record<'a, S: FieldSink<'a>>(line: &'a str, delim: u8, out: &mu
     }
 }
 
+/// A physical line read by [`quoted_line`]: where its fields are, as a bit index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotedLine {
+    /// Bit i of word w: byte 64w + i is the closing quote of a field.
+    ends: Vec<u64>,
+    /// Fields that end in the words before word w (one more entry than `ends`: the total).
+    rank: Vec<u32>,
+    /// Commas inside the fields' text (delimiters not counted).
+    pub inner_commas: u32,
+    /// Whether some field's text may start or end with white space: its first or last byte is
+    /// not ASCII-graphic. When `false`, no field needs trimming.
+    pub padded: bool,
+    /// The line ends with a delimiter, which opens one last empty field here.
+    trailing: Option<u32>,
+}
+
+impl QuotedLine {
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.quoted() + usize::from(self.trailing.is_some())
+    }
+
+    /// Number of quoted fields (all but a trailing empty one).
+    fn quoted(&self) -> usize {
+        self.rank.last().map_or(0, |&r| r as usize)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Position of the closing quote of field `k`: its word from the rank table, then its bit.
+    fn end(&self, k: usize) -> Option<u32> {
+        if k >= self.quoted() {
+            return None;
+        }
+        let w = self.rank.partition_point(|&r| r as usize <= k) - 1;
+        let mut m = self.ends[w];
+        for _ in 0..k - self.rank[w] as usize {
+            m &= m - 1;
+        }
+        Some((w * 64) as u32 + m.trailing_zeros())
+    }
+
+    /// `(start, end)` of field `k`'s text: it starts after its opening quote, which follows the
+    /// previous field's closing quote and the delimiter.
+    pub fn span(&self, k: usize) -> Option<(u32, u32)> {
+        if k == self.quoted() {
+            return self.trailing.map(|n| (n, n));
+        }
+        let end = self.end(k)?;
+        let start = if k == 0 { 1 } else { self.end(k - 1)? + 3 };
+        Some((start, end))
+    }
+
+    /// Every field's `(start, end)`, in order.
+    pub fn spans(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let ends = self.ends.iter().enumerate().flat_map(|(w, &word)| {
+            let mut m = word;
+            std::iter::from_fn(move || {
+                (m != 0).then(|| {
+                    let end = (w * 64) as u32 + m.trailing_zeros();
+                    m &= m - 1;
+                    end
+                })
+            })
+        });
+        let mut start = 1;
+        ends.map(move |end| {
+            let span = (start, end);
+            start = end + 3;
+            span
+        })
+        .chain(self.trailing.map(|n| (n, n)))
+    }
+}
+
+/// Reads a physical line (no `\n` or `\r`) whose fields are all quoted with no quote inside
+/// (`"a","b",""`, or `"a","b",` where the trailing delimiter opens an empty last field: every line
+/// of ncu's raw and details pages); `None` for any other line: [`read_line_record`] reads those,
+/// and gives the same fields for the lines this reads.
+///
+/// No byte loop and no per-field work: 64 bytes at a time, the masks of quotes and delimiters
+/// give the separators `","` (a quote, a delimiter, a quote). The line has the simple form
+/// exactly when its quotes are the first byte, the last byte and the two of each separator, no
+/// two separators sharing one (`",","`), which is a count and three bit tests. The separators'
+/// bits, with a running count per word, are the index of the fields ([`QuotedLine::span`] finds
+/// one in a few steps); the same masks count the commas inside fields and find the fields that
+/// may need trimming.
+pub fn quoted_line(line: &str, delim: u8) -> Option<QuotedLine> {
+    let full = line.as_bytes();
+    if u32::try_from(full.len()).is_err() {
+        return None;
+    }
+    let (b, trailing) = match full.split_last() {
+        Some((&last, rest)) if last == delim => (rest, Some(full.len() as u32)),
+        _ => (full, None),
+    };
+    let n = b.len();
+    if n < 2 || b[0] != b'"' || b[n - 1] != b'"' {
+        return None;
+    }
+    let words = n.div_ceil(64);
+    // One zero word past the end, so that shifts can read the next word everywhere.
+    let mut masks: Vec<ByteMasks> = Vec::with_capacity(words + 1);
+    let chunks = b.chunks_exact(64);
+    let tail = chunks.remainder();
+    masks.extend(chunks.map(|c| byte_masks(c.try_into().expect("64 bytes"), delim)));
+    if !tail.is_empty() {
+        masks.push(tail_masks(tail, delim));
+    }
+    masks.push(ByteMasks::default());
+    // Word w + 1, bit i: byte 64w + i starts a separator (quote, delimiter, quote). A zero word
+    // on each side.
+    let mut seps = vec![0u64; words + 2];
+    let (mut n_quotes, mut n_seps, mut n_commas) = (0, 0, 0);
+    for w in 0..words {
+        let (m, next) = (&masks[w], &masks[w + 1]);
+        let s = m.quote & ((m.delim >> 1) | (next.delim << 63)) & ((m.quote >> 2) | (next.quote << 62));
+        n_quotes += m.quote.count_ones();
+        n_seps += s.count_ones();
+        n_commas += m.comma.count_ones();
+        seps[w + 1] = s;
+    }
+    let is_sep = |i: usize| seps[1 + i / 64] >> (i % 64) & 1 == 1;
+    let shared = (1..=words).any(|w| seps[w] & ((seps[w] >> 2) | (seps[w + 1] << 62)) != 0);
+    if shared || n_quotes != 2 + 2 * n_seps || is_sep(0) || n >= 3 && is_sep(n - 3) {
+        return None;
+    }
+    // A field's first byte follows its opening quote (3 after a separator, or byte 1); its last
+    // precedes its closing quote (1 before a separator, or byte n - 2). An empty field's are
+    // quotes.
+    let loose = |i: usize| masks[i / 64].loose >> (i % 64) & 1 == 1;
+    let padded = loose(1)
+        || loose(n - 2)
+        || (1..=words).any(|w| {
+            let first = (seps[w] << 3) | (seps[w - 1] >> 61);
+            let last = (seps[w] >> 1) | (seps[w + 1] << 63);
+            masks[w - 1].loose & (first | last) != 0
+        });
+    // The index: a separator's first byte is a field's closing quote; so is the line's last.
+    let mut ends = seps;
+    ends.pop();
+    ends.remove(0);
+    ends[(n - 1) / 64] |= 1 << ((n - 1) % 64);
+    let mut rank = Vec::with_capacity(words + 1);
+    let mut total = 0;
+    for &e in &ends {
+        rank.push(total);
+        total += e.count_ones();
+    }
+    rank.push(total);
+    let inner_commas = n_commas - if delim == b',' { n_seps } else { 0 };
+    Some(QuotedLine { ends, rank, inner_commas, padded, trailing })
+}
+
+/// Bit masks of one 64-byte chunk (bit i for byte i).
+#[derive(Debug, Clone, Copy, Default)]
+struct ByteMasks {
+    quote: u64,
+    delim: u64,
+    comma: u64,
+    /// Bytes that are not ASCII-graphic (white space, control, DEL, non-ASCII).
+    loose: u64,
+}
+
+/// [`byte_masks`] of the last, shorter chunk of a line. Kept out of line: a copy into a local
+/// array inside the main loop makes the compiler build every chunk byte by byte.
+#[inline(never)]
+fn tail_masks(tail: &[u8], delim: u8) -> ByteMasks {
+    let mut c = [0u8; 64];
+    c[..tail.len()].copy_from_slice(tail);
+    let mut m = byte_masks(&c, delim);
+    // The padding is not text.
+    m.loose &= u64::MAX >> (64 - tail.len());
+    m
+}
+
+#[inline]
+fn byte_masks(c: &[u8; 64], delim: u8) -> ByteMasks {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 is enabled for the whole build (the cfg above); `c` holds 64 readable
+        // bytes and the loads are unaligned.
+        unsafe {
+            let (lo, hi) = (_mm256_loadu_si256(c.as_ptr().cast()), _mm256_loadu_si256(c.as_ptr().add(32).cast()));
+            let bits = |l, h| u64::from(_mm256_movemask_epi8(l) as u32) | u64::from(_mm256_movemask_epi8(h) as u32) << 32;
+            let eq = |n: u8| {
+                let v = _mm256_set1_epi8(n as i8);
+                bits(_mm256_cmpeq_epi8(lo, v), _mm256_cmpeq_epi8(hi, v))
+            };
+            // Signed bytes: 0x21..=0x7e are greater than 0x20 and not 0x7f; non-ASCII bytes are
+            // negative.
+            let graphic = |v| _mm256_andnot_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(0x7f)), _mm256_cmpgt_epi8(v, _mm256_set1_epi8(0x20)));
+            ByteMasks { quote: eq(b'"'), delim: eq(delim), comma: eq(b','), loose: !bits(graphic(lo), graphic(hi)) }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    {
+        fn mask(c: &[u8; 64], f: impl Fn(u8) -> bool) -> u64 {
+            c.iter().enumerate().fold(0u64, |m, (j, &v)| m | u64::from(f(v)) << j)
+        }
+        ByteMasks {
+            quote: mask(c, |v| v == b'"'),
+            delim: mask(c, |v| v == delim),
+            comma: mask(c, |v| v == b','),
+            loose: mask(c, |v| !v.is_ascii_graphic()),
+        }
+    }
+}
+
 /// Positions of `"` in a line, one bit per byte.
 struct QuoteMask {
     words: Vec<u64>,
@@ -257,9 +482,13 @@ struct QuoteMask {
 
 impl QuoteMask {
     fn new(b: &[u8]) -> Self {
-        // Fixed-size chunks: a loop the compiler turns into vector compares.
-        let bits = |c: &[u8]| c.iter().enumerate().fold(0u64, |m, (j, &x)| m | u64::from(x == b'"') << j);
-        QuoteMask { words: b.chunks(64).map(bits).collect() }
+        let chunks = b.chunks_exact(64);
+        let tail = chunks.remainder();
+        let mut words: Vec<u64> = chunks.map(|c| byte_masks(c.try_into().expect("64 bytes"), b'"').quote).collect();
+        if !tail.is_empty() {
+            words.push(tail_masks(tail, b'"').quote);
+        }
+        QuoteMask { words }
     }
 
     /// The first quote at or after `from`.
@@ -315,6 +544,11 @@ fn field(raw: &str, escaped: bool) -> Cow<'_, str> {
 
 /// Guesses the delimiter of a header line: `,` unless the line is clearly `;`- or tab-separated.
 pub fn guess_delimiter(line: &str) -> u8 {
+    // ncu's own quoted, comma-separated header: no need to count (the tests below pin that the
+    // answer is the same).
+    if line.contains("\",\"") {
+        return b',';
+    }
     let count = |d: u8| memchr::memchr_iter(d, line.as_bytes()).count();
     let (c, s, t) = (count(b','), count(b';'), count(b'\t'));
     if line.contains("\";\"") && !line.contains("\",\"") || (c == 0 && s > 0 && s >= t) {
@@ -385,17 +619,40 @@ mod tests {
     fn line_records_match_the_tokenizer() {
         let alphabet = ["\"", ",", "a", "\"\"", "é", "\",\"", " ", "1.5"];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut simple = 0;
         let mut next = || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
         };
-        for n in 0..5000 {
-            let len = (next() % 200) as usize + usize::from(n % 7 == 0) * 300;
+        // Cells of well-formed quoted lines, and what breaks that form now and then.
+        let cells = ["", "a", "1.5", "é", "x,y", " 2 ", "(1, 1, 1)"];
+        let breaks = ["\"", "\"\"", "b", ",", "\",", " "];
+        for n in 0..10000 {
             let mut line = String::from("\"");
-            for _ in 0..len {
-                line.push_str(alphabet[(next() % alphabet.len() as u64) as usize]);
+            if n % 2 == 0 {
+                let len = (next() % 200) as usize + usize::from(n % 7 == 0) * 300;
+                for _ in 0..len {
+                    line.push_str(alphabet[(next() % alphabet.len() as u64) as usize]);
+                }
+            } else {
+                line.clear();
+                for k in 0..(next() % 150) as usize + 1 {
+                    if k > 0 {
+                        line.push(',');
+                    }
+                    line.push('"');
+                    line.push_str(cells[(next() % cells.len() as u64) as usize]);
+                    line.push('"');
+                    if next() % 400 == 0 {
+                        line.push_str(breaks[(next() % breaks.len() as u64) as usize]);
+                    }
+                }
+                // ncu's details rows end with a delimiter.
+                if n % 6 == 1 {
+                    line.push(',');
+                }
             }
             let mut want: Fields = Vec::new();
             let mut tok = Tokenizer::new(&line, b',');
@@ -409,7 +666,28 @@ mod tests {
                 }
                 _ => assert!(result.is_err(), "{line:?}: tokenizer {expected:?}, line reader {got:?}"),
             }
+            // The simple form, from the tokenizer's fields: each quoted, quote-free, joined by
+            // the delimiter (a trailing delimiter opens an empty last field).
+            let quoted = |f: &[Cow<str>]| f.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(",");
+            let is_simple = expected.as_ref().is_ok_and(|&end| end)
+                && want.iter().all(|f| !f.contains('"'))
+                && (line == quoted(&want) || want.last().is_some_and(|f| f.is_empty()) && line == quoted(&want[..want.len() - 1]) + ",");
+            let read = quoted_line(&line, b',');
+            assert_eq!(read.is_some(), is_simple, "{line:?}");
+            if let Some(q) = read {
+                simple += 1;
+                let fields: Vec<&str> = q.spans().map(|(s, e)| &line[s as usize..e as usize]).collect();
+                assert_eq!(fields, want, "{line:?}");
+                let one_by_one: Vec<&str> = (0..q.len()).map(|k| q.span(k).unwrap()).map(|(s, e)| &line[s as usize..e as usize]).collect();
+                assert_eq!(one_by_one, want, "{line:?}");
+                assert_eq!(q.span(q.len()), None);
+                let inner_commas: usize = want.iter().map(|f| f.matches(',').count()).sum();
+                assert_eq!(q.inner_commas as usize, inner_commas, "{line:?}");
+                let padded = want.iter().any(|f| f.bytes().next().is_some_and(|c| !c.is_ascii_graphic()) || f.bytes().last().is_some_and(|c| !c.is_ascii_graphic()));
+                assert_eq!(q.padded, padded, "{line:?}");
+            }
         }
+        assert!(simple > 2000, "only {simple} simple lines");
     }
 
     #[test]
@@ -444,3 +722,4 @@ mod tests {
         assert_eq!(guess_delimiter("\"a\",\"1;2\""), b',');
     }
 }
+

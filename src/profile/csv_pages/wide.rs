@@ -5,13 +5,14 @@
 //! Empty cells (a metric another launch has) are skipped.
 //!
 //! This is the largest export (thousands of columns, ~2 KB of text per launch per 100 metrics),
-//! so it is read in one pass per row: each physical line is tokenized and its cells parsed
-//! straight into the launch's [`Metrics`] (no list of fields in between), rows in parallel, the
-//! columns (names, units, scale factors) shared by every launch and kept in header order.
+//! so it is read in one pass per row: each physical line is tokenized and each cell's place
+//! kept in the launch's [`Metrics`] (no list of fields in between, values parsed when read),
+//! rows in parallel, the columns (names, units, scale factors) shared by every launch and kept in
+//! header order. The number locale is learnt in the same pass (see [`RowReader::finish`]).
 
-use super::tokenizer::FieldSink;
+use super::tokenizer::{FieldSink, QuotedLine};
 use super::{trim_cell, Fields, Header, IdentityCols, Input, IDENTITY_COLUMNS};
-use crate::profile::units::{normalize_unit, NumberLocale, Scale};
+use crate::profile::units::{comma_evidence, normalize_unit, NumberLocale, Scale};
 use crate::profile::{Column, Columns, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind, Unit};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -25,22 +26,27 @@ struct Page {
     columns: Arc<Columns>,
     /// Header position -> column index, or [`NOT_METRIC`].
     map: Vec<u32>,
-    /// Per column.
-    scales: Vec<Scale>,
     header_len: usize,
+    /// Header positions that are not metric values (identity, repeated names), ascending.
+    others: Vec<u32>,
     /// Fields kept for the identity columns: the first `ident_len` of each row.
     ident_len: usize,
 }
 
-/// One row being read: a [`FieldSink`] that parses cells into the launch's metrics as they come.
+/// One row being read: a [`FieldSink`] that finds each cell's value and keeps its place in the
+/// launch's metrics (values are parsed when read, see [`RowBuilder`]).
 struct RowReader<'p, 'a> {
     page: &'p Page,
-    /// `None`: parse as dot-decimal and watch for a decimal comma (see `read`).
-    locale: Option<NumberLocale>,
     line: u32,
     count: usize,
     ident: Fields<'a>,
     row: RowBuilder,
+    /// Commas inside the line's fields, when the row was read from the tokenizer's positions
+    /// ([`FieldSink::line_fields`]).
+    line_commas: Option<usize>,
+    /// Commas inside the fields that are not metric values (see [`RowReader::finish`]).
+    commas_elsewhere: usize,
+    /// A value shows a decimal comma (`units::comma_evidence`).
     comma: bool,
     extra: bool,
 }
@@ -54,55 +60,102 @@ struct Row<'a> {
     count: usize,
 }
 
+fn commas(s: &str) -> usize {
+    s.bytes().filter(|&b| b == b',').count()
+}
+
 impl<'p, 'a> RowReader<'p, 'a> {
-    fn new(page: &'p Page, locale: Option<NumberLocale>, line: u64) -> Self {
+    fn new(page: &'p Page, line: u64) -> Self {
         RowReader {
             page,
-            locale,
             line: u32::try_from(line).unwrap_or(u32::MAX),
             count: 0,
             ident: Vec::with_capacity(page.ident_len),
-            // ~5 bytes of text per cell is typical; the builder grows if needed.
-            row: RowBuilder::new(page.columns.clone(), page.columns.len() * 6),
+            row: RowBuilder::new(page.columns.clone()),
+            line_commas: None,
+            commas_elsewhere: 0,
             comma: false,
             extra: false,
         }
     }
 
+    /// A field that is not a metric value: identity, a repeated column, or past the header.
+    fn other_field(&mut self, i: usize, f: &str) {
+        self.commas_elsewhere += commas(f);
+        if i >= self.page.map.len() {
+            self.extra |= !f.trim().is_empty();
+        }
+    }
+
     fn finish(self) -> Row<'a> {
-        Row { ident: self.ident, metrics: self.row.finish(), comma: self.comma, extra: self.extra, count: self.count }
+        // Values read one by one were checked for a decimal comma as they came. For a row read
+        // from the tokenizer's positions, the values are looked at only when the line's fields
+        // hold more commas than its other fields do.
+        let metrics = self.row.finish(self.line);
+        let comma = self.comma
+            || self.line_commas.is_some_and(|c| c > self.commas_elsewhere) && metrics.raw_values().any(comma_evidence);
+        Row { ident: self.ident, metrics, comma, extra: self.extra, count: self.count }
     }
 }
 
 impl<'a> FieldSink<'a> for RowReader<'_, 'a> {
-    #[inline]
     fn field(&mut self, f: Cow<'a, str>) {
         let i = self.count;
         self.count += 1;
         match self.page.map.get(i) {
-            Some(&NOT_METRIC) => {}
-            Some(&col) => {
+            Some(&col) if col != NOT_METRIC => {
                 let cell = trim_cell(&f);
-                if !cell.is_empty() {
-                    let scale = self.page.scales[col as usize];
-                    let value = match self.locale {
-                        Some(locale) => scale.parse(cell, locale),
-                        None => {
-                            let (v, comma) = scale.parse_dot(cell);
-                            self.comma |= comma;
-                            v
-                        }
-                    };
-                    match value {
-                        Some(v) => self.row.push_number(col, cell, v, self.line),
-                        None => self.row.push_text(col, cell, self.line),
-                    }
+                if memchr::memchr(b',', cell.as_bytes()).is_some() {
+                    self.comma |= comma_evidence(cell);
                 }
+                self.row.set_text(i, cell);
             }
-            None => self.extra |= !f.trim().is_empty(),
+            _ => self.other_field(i, &f),
         }
         if i < self.page.ident_len {
             self.ident.push(f);
+        }
+    }
+
+    /// The parallel reader's usual case: the tokenizer's index becomes the row's and the line
+    /// its text. Only the fields that are not metric values are looked at; values are trimmed
+    /// only when the tokenizer saw a field that may need it.
+    fn line_fields(&mut self, line: &'a str, q: QuotedLine) {
+        let text = |k: usize| q.span(k).map_or("", |(s, e)| &line[s as usize..e as usize]);
+        let n = q.len();
+        if self.count > 0 {
+            for (s, e) in q.spans() {
+                self.field(Cow::Borrowed(&line[s as usize..e as usize]));
+            }
+            return;
+        }
+        for k in 0..self.page.ident_len.min(n) {
+            self.ident.push(Cow::Borrowed(text(k)));
+        }
+        if q.inner_commas > 0 {
+            for &k in self.page.others.iter().take_while(|&&k| (k as usize) < n) {
+                self.commas_elsewhere += commas(text(k as usize));
+            }
+        }
+        for k in self.page.header_len..n {
+            self.other_field(k, text(k));
+        }
+        let mut narrow = Vec::new();
+        if q.padded {
+            for (k, (s, e)) in q.spans().enumerate().take(self.page.map.len()) {
+                let cell = &line[s as usize..e as usize];
+                let trimmed = trim_cell(cell);
+                if self.page.map[k] != NOT_METRIC && trimmed.len() != cell.len() {
+                    let start = trimmed.as_ptr() as usize - line.as_ptr() as usize;
+                    narrow.push((k, start, start + trimmed.len()));
+                }
+            }
+        }
+        self.count = n;
+        self.line_commas = Some(q.inner_commas as usize);
+        self.row = RowBuilder::from_line(self.page.columns.clone(), line, q);
+        for (k, s, e) in narrow {
+            self.row.narrow(k, s, e);
         }
     }
 }
@@ -117,61 +170,61 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         other => (Vec::new(), other),
     };
 
-    // Metric columns in header order, units normalised once per distinct unit.
-    let mut norms: HashMap<&str, (Scale, Arc<str>, Unit)> = HashMap::new();
+    // Metric columns in header order, units normalised once per distinct unit (a page has a few
+    // dozen; runs of columns share one).
+    let mut norms: Vec<(&str, Scale, Arc<str>, Unit)> = Vec::new();
+    let mut last = usize::MAX;
     let mut cols: Vec<Column> = Vec::with_capacity(header.fields.len());
-    let mut positions: Vec<(usize, Scale)> = Vec::with_capacity(header.fields.len());
+    let mut fields: Vec<u32> = Vec::with_capacity(header.fields.len());
     for (idx, name) in header.fields.iter().enumerate() {
-        let name = name.trim();
+        let name = trim_cell(name);
         if name.is_empty() || IDENTITY_COLUMNS.contains(&name) {
             continue;
         }
-        let raw_unit = units.get(idx).map(|u| u.trim()).unwrap_or("");
-        let (scale, raw_unit, unit) = norms
-            .entry(raw_unit)
-            .or_insert_with(|| {
-                let (factor, unit) = normalize_unit(raw_unit);
-                (Scale::new(factor), raw_unit.into(), unit)
-            })
-            .clone();
-        cols.push(Column::new(name, raw_unit, unit));
-        positions.push((idx, scale));
+        let raw_unit = units.get(idx).map(|u| trim_cell(u)).unwrap_or("");
+        if norms.get(last).is_none_or(|n| n.0 != raw_unit) {
+            last = match norms.iter().position(|n| n.0 == raw_unit) {
+                Some(i) => i,
+                None => {
+                    let (factor, unit) = normalize_unit(raw_unit);
+                    norms.push((raw_unit, Scale::new(factor), raw_unit.into(), unit));
+                    norms.len() - 1
+                }
+            };
+        }
+        let (_, scale, raw_unit, unit) = &norms[last];
+        cols.push(Column::new(name, raw_unit.clone(), unit.clone()).scaled(*scale));
+        fields.push(idx as u32);
     }
-    let (columns, slot) = Columns::keep_order(cols);
+    let (columns, slot) = Columns::raw_page(fields.clone(), cols);
     let duplicates = slot.iter().filter(|s| s.is_none()).count();
     if duplicates > 0 {
         notes.push(format!("{duplicates} duplicate metric column(s) in the header were ignored (first kept)"));
     }
     let mut map = vec![NOT_METRIC; header.fields.len()];
-    let mut scales = vec![Scale::new(1.0); columns.len()];
-    for ((idx, scale), s) in positions.into_iter().zip(slot) {
+    for (idx, s) in fields.into_iter().zip(slot) {
         if let Some(c) = s {
-            map[idx] = c;
-            scales[c as usize] = scale;
+            map[idx as usize] = c;
         }
     }
-    let page = Page { columns, map, scales, header_len: header.fields.len(), ident_len: ident.max_index().map_or(0, |i| i + 1).max(id_col + 1) };
+    let others = (0..map.len() as u32).filter(|&k| map[k as usize] == NOT_METRIC).collect();
+    let page = Page { columns, map, header_len: header.fields.len(), others, ident_len: ident.max_index().map_or(0, |i| i + 1).max(id_col + 1) };
 
-    // Rows are parsed as dot-decimal, each saying whether a value shows a decimal comma
-    // (`units::detect_locale`'s test, run only on values with a comma); when one does, every row
-    // is read again in the comma locale. One pass for the usual file instead of a detection pass.
-    let start = input.clone();
-    let read_rows = |input: &mut Input<'a>, locale: Option<NumberLocale>| -> Result<Vec<(u64, Row<'a>)>> {
-        let mut rows = Vec::new();
-        if let Some((line, fields)) = &first_row {
-            let mut r = RowReader::new(&page, locale, *line);
-            for f in fields {
-                r.field(f.clone());
-            }
-            rows.push((*line, r.finish()));
+    // Values are kept as text and parsed when read; the page's locale is learnt here: each row
+    // says whether a value shows a decimal comma (`units::comma_evidence`).
+    let mut rows = Vec::new();
+    if let Some((line, fields)) = first_row {
+        let mut r = RowReader::new(&page, line);
+        for f in fields {
+            r.field(f);
         }
-        rows.extend(input.rows_par(header, |line| RowReader::new(&page, locale, line), RowReader::finish)?);
-        Ok(rows)
-    };
-    let mut rows = read_rows(input, None)?;
+        rows.push((line, r.finish()));
+    }
+    rows.extend(input.rows_par(header, |line| RowReader::new(&page, line), RowReader::finish)?);
     if rows.iter().any(|(_, r)| r.comma) {
-        *input = start;
-        rows = read_rows(input, Some(NumberLocale::CommaDecimal))?;
+        for (_, r) in &mut rows {
+            r.metrics.set_locale(NumberLocale::CommaDecimal);
+        }
     }
 
     // Identity and validation in file order: errors name the first bad line.
