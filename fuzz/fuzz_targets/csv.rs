@@ -1,5 +1,6 @@
 //! Fuzz target: content-sniffing ingest (`read_bytes`) on arbitrary bytes, which routes anything
-//! without the report magic to the CSV page readers. Must never panic.
+//! without the report magic to the CSV page readers, then every value of every launch read (a
+//! raw page's values are parsed when read). Must never panic.
 //!
 //! Besides the input as it is, the same bytes are read behind each kind of CSV header (details,
 //! raw, source, GUI export), so the row-level code is reached without the fuzzer having to
@@ -16,13 +17,21 @@ const HEADERS: &[&[u8]] = &[
     b"\xef\xbb\xbfID,0,1\n",
 ];
 
+fn read(data: &[u8]) {
+    if let Ok(p) = keet::profile::read_bytes(Path::new("fuzz.csv"), data) {
+        for l in &p.launches {
+            let n = l.metrics.iter().filter(|(_, m)| m.as_f64().is_some()).count();
+            assert!(n <= l.metrics.len());
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    let _ = keet::profile::read_bytes(Path::new("fuzz.csv"), data);
+    read(data);
     if data.starts_with(b"NVR\0") {
         return;
     }
     for h in HEADERS {
-        let input = [*h, data].concat();
-        let _ = keet::profile::read_bytes(Path::new("fuzz.csv"), &input);
+        read(&[*h, data].concat());
     }
 });

@@ -3,15 +3,16 @@
 //! Profiles are large (a `--page raw` export of 30 launches holds 66k values), so metrics are not
 //! stored one heap object each. A [`Metrics`] holds:
 //! - the *columns* (name, unit as written, normalised unit, display label, section), sorted by
-//!   name and shared between the launches of one page (`Arc`): a raw page writes every column
-//!   once, whatever its number of launches;
+//!   name (or indexed by name) and shared between the launches of one page (`Arc`): a raw page
+//!   writes every column once, whatever its number of launches;
 //! - the values, in one of two forms:
 //!   - *parsed*: one fixed-size cell per column (source line, number or text), for details
 //!     pages, `--metrics` output, GUI exports and `.ncu-rep` reports;
-//!   - *raw*: a raw page's row kept as text, one span per column, each value parsed and
-//!     unit-normalised (with the column's [`Scale`]) when it is read. A raw page has thousands of
-//!     columns and the facts read a few dozen of them; reading a value costs one parse (tens of
-//!     nanoseconds), the same work ingest would have done for it;
+//!   - *raw*: a raw page's row kept as its line and the tokenizer's index of where each field
+//!     lies, each value parsed and unit-normalised (with the column's [`Scale`]) when it is read.
+//!     A raw page has thousands of columns and the facts read a few dozen of them; reading a
+//!     value costs one lookup and one parse (tens of nanoseconds), the work ingest would have
+//!     done for it;
 //! - one string with the raw text of every value, which cells and spans point into.
 //!
 //! Reading a metric returns a [`Metric`], a small `Copy` view borrowing from this storage. Both
@@ -89,110 +90,234 @@ impl Serialize for Origin {
     }
 }
 
-/// What a metric column holds, shared by every launch of a page that has it.
+/// A column's unit: as written in the source, normalised, and the factor between them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Column {
-    pub name: Box<str>,
-    /// Shared: a page has thousands of columns and a few dozen units.
-    pub raw_unit: Arc<str>,
-    pub unit: Unit,
-    pub label: Option<Box<str>>,
-    pub section: Option<Box<str>>,
-    /// From `raw_unit` to `unit`: how a raw row's text is parsed on access (see [`RowBuilder`]).
-    pub scale: Scale,
+struct ColumnUnit {
+    raw: Box<str>,
+    unit: Unit,
+    /// How a raw row's text is parsed on access (see [`RowBuilder`]).
+    scale: Scale,
 }
 
-impl Column {
-    pub fn new(name: &str, raw_unit: impl Into<Arc<str>>, unit: Unit) -> Self {
-        Column { name: name.into(), raw_unit: raw_unit.into(), unit, label: None, section: None, scale: Scale::new(1.0) }
-    }
-
-    /// With the scale factor from the raw unit to the normalised one.
-    pub fn scaled(self, scale: Scale) -> Self {
-        Column { scale, ..self }
-    }
-}
-
-/// Columns with unique names: sorted by name ([`Columns::new`]), or the columns of a raw page in
-/// header order with a name index beside ([`Columns::raw_page`]).
+/// Columns with unique names: sorted by name ([`Columns::sorted`]), or the columns of a raw page
+/// in header order with a name index beside ([`Columns::raw_page`]), shared by every launch
+/// that has them.
+///
+/// Laid out for thousands of columns made once per page: the names one after another in one
+/// string, the few dozen distinct units and the distinct labels and sections once each, and per
+/// column indices into those.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Columns {
-    cols: Vec<Column>,
-    /// Column indices in name order, when `cols` is not sorted.
+    names: String,
+    /// Column i's name ends here in `names` (it starts where column i - 1's ends).
+    name_ends: Vec<u32>,
+    units: Vec<ColumnUnit>,
+    unit_of: Vec<u32>,
+    /// Distinct labels and sections; per column an index + 1, 0 for none (empty when no column
+    /// has any).
+    strings: Vec<Box<str>>,
+    label_of: Vec<u32>,
+    section_of: Vec<u32>,
+    /// Column indices in name order, when the columns are not sorted.
     by_name: Option<Box<[u32]>>,
     /// Raw page: the field of a row that holds each column's value.
     fields: Box<[u32]>,
 }
 
-impl Columns {
-    /// Sorts by name; a repeated name keeps its first column. Returns the columns and, per input
-    /// position, the index it has now (`None` for the dropped repeats).
-    pub fn new(cols: Vec<Column>) -> (Arc<Columns>, Vec<Option<u32>>) {
-        let mut order: Vec<u32> = (0..cols.len() as u32).collect();
-        // Stable: among equal names the first stays first.
-        order.sort_by(|&a, &b| cols[a as usize].name.cmp(&cols[b as usize].name));
-        let mut slot = vec![None; cols.len()];
-        let mut taken: Vec<Option<Column>> = cols.into_iter().map(Some).collect();
-        let mut out: Vec<Column> = Vec::with_capacity(taken.len());
-        for i in order {
-            let c = taken[i as usize].take().expect("each index once");
-            if out.last().is_some_and(|l| l.name == c.name) {
-                continue;
-            }
-            slot[i as usize] = Some(out.len() as u32);
-            out.push(c);
-        }
-        (Arc::new(Columns { cols: out, by_name: None, fields: Box::default() }), slot)
+/// Collects columns (name, unit, label, section) for [`Columns::sorted`] or [`Columns::raw_page`],
+/// storing each distinct unit, label and section once.
+#[derive(Default)]
+pub struct ColumnsBuilder {
+    cols: Columns,
+    /// The unit found last (columns come in runs of one unit).
+    last_unit: usize,
+    string_index: std::collections::HashMap<Box<str>, u32>,
+}
+
+impl ColumnsBuilder {
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// The metric columns of a raw page in header order, `fields[i]` being the row field that
-    /// holds column `i`'s value; a repeated name keeps its first column. Returns the columns and, per input
-    /// position, the index it has now (`None` for the dropped repeats).
-    pub fn raw_page(fields: Vec<u32>, cols: Vec<Column>) -> (Arc<Columns>, Vec<Option<u32>>) {
-        assert_eq!(fields.len(), cols.len(), "one field per column");
-        // ncu writes a raw page's metric columns sorted: one pass says so, no sort needed.
-        if cols.windows(2).all(|w| w[0].name < w[1].name) {
-            let slot = (0..cols.len() as u32).map(Some).collect();
-            return (Arc::new(Columns { cols, by_name: None, fields: fields.into() }), slot);
-        }
-        let mut order: Vec<u32> = (0..cols.len() as u32).collect();
-        order.sort_by(|&a, &b| cols[a as usize].name.cmp(&cols[b as usize].name));
-        let mut keep = vec![false; cols.len()];
-        for (k, &i) in order.iter().enumerate() {
-            keep[i as usize] = k == 0 || cols[order[k - 1] as usize].name != cols[i as usize].name;
-        }
-        let mut slot = vec![None; cols.len()];
-        let mut out: Vec<Column> = Vec::with_capacity(cols.len());
-        let mut out_fields: Vec<u32> = Vec::with_capacity(cols.len());
-        for (i, (c, f)) in cols.into_iter().zip(fields).enumerate() {
-            if keep[i] {
-                slot[i] = Some(out.len() as u32);
-                out.push(c);
-                out_fields.push(f);
-            }
-        }
-        let by_name: Box<[u32]> = order.iter().filter(|&&i| keep[i as usize]).map(|&i| slot[i as usize].expect("kept")).collect();
-        let sorted = by_name.iter().enumerate().all(|(k, &i)| k as u32 == i);
-        (Arc::new(Columns { cols: out, by_name: (!sorted).then_some(by_name), fields: out_fields.into() }), slot)
+    pub fn with_capacity(columns: usize, name_bytes: usize) -> Self {
+        let mut b = Self::default();
+        b.cols.names.reserve(name_bytes);
+        b.cols.name_ends.reserve(columns);
+        b.cols.unit_of.reserve(columns);
+        b
     }
 
     pub fn len(&self) -> usize {
-        self.cols.len()
+        self.cols.name_ends.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cols.is_empty()
+        self.len() == 0
     }
 
-    pub fn get(&self, i: usize) -> Option<&Column> {
-        self.cols.get(i)
+    /// The index of the unit written `raw`, made by `normalise` (normalised unit and factor) the
+    /// first time it is seen. `same` says whether a known unit is the one wanted.
+    fn unit_index(&mut self, raw: &str, same: impl Fn(&ColumnUnit) -> bool, normalise: impl FnOnce() -> (Unit, Scale)) -> u32 {
+        let units = &self.cols.units;
+        let found = match units.get(self.last_unit) {
+            Some(u) if *u.raw == *raw && same(u) => Some(self.last_unit),
+            _ => units.iter().position(|u| *u.raw == *raw && same(u)),
+        };
+        let i = found.unwrap_or_else(|| {
+            let (unit, scale) = normalise();
+            self.cols.units.push(ColumnUnit { raw: raw.into(), unit, scale });
+            self.cols.units.len() - 1
+        });
+        self.last_unit = i;
+        i as u32
+    }
+
+    fn string(&mut self, s: Option<&str>) -> u32 {
+        let Some(s) = s else { return 0 };
+        if let Some(&i) = self.string_index.get(s) {
+            return i;
+        }
+        self.cols.strings.push(s.into());
+        let i = self.cols.strings.len() as u32;
+        self.string_index.insert(s.into(), i);
+        i
+    }
+
+    /// A column whose unit is written `raw_unit` and normalised by `normalise` (called once per
+    /// distinct `raw_unit`).
+    pub fn push_raw(&mut self, name: &str, raw_unit: &str, normalise: impl FnOnce() -> (Unit, Scale)) {
+        let unit = self.unit_index(raw_unit, |_| true, normalise);
+        self.push_with(name, unit, None, None);
+    }
+
+    /// A column of an already-normalised metric.
+    pub fn push(&mut self, name: &str, raw_unit: &str, unit: &Unit, label: Option<&str>, section: Option<&str>) {
+        let unit = self.unit_index(raw_unit, |u| u.unit == *unit, || (unit.clone(), Scale::new(1.0)));
+        let (label, section) = (self.string(label), self.string(section));
+        self.push_with(name, unit, Some(label), Some(section));
+    }
+
+    fn push_with(&mut self, name: &str, unit: u32, label: Option<u32>, section: Option<u32>) {
+        let c = &mut self.cols;
+        c.names.push_str(name);
+        c.name_ends.push(u32::try_from(c.names.len()).expect("column names under 4 GiB"));
+        c.unit_of.push(unit);
+        let n = c.name_ends.len();
+        if label.is_some_and(|l| l > 0) || section.is_some_and(|s| s > 0) || !c.label_of.is_empty() {
+            c.label_of.resize(n - 1, 0);
+            c.section_of.resize(n - 1, 0);
+            c.label_of.push(label.unwrap_or(0));
+            c.section_of.push(section.unwrap_or(0));
+        }
+    }
+}
+
+impl Columns {
+    /// Sorts by name; a repeated name keeps its first column. Returns the columns and, per
+    /// column pushed, the index it has now (`None` for the dropped repeats).
+    pub fn sorted(b: ColumnsBuilder) -> (Arc<Columns>, Vec<Option<u32>>) {
+        let mut c = b.cols;
+        let n = c.len();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        // Stable: among equal names the first stays first.
+        order.sort_by(|&a, &b| c.name(a as usize).cmp(c.name(b as usize)));
+        let mut slot = vec![None; n];
+        let mut out = Columns { units: std::mem::take(&mut c.units), strings: std::mem::take(&mut c.strings), ..Columns::default() };
+        out.names.reserve(c.names.len());
+        let labelled = !c.label_of.is_empty();
+        let mut last: Option<&str> = None;
+        for i in order {
+            let i = i as usize;
+            let name = c.name(i);
+            if last == Some(name) {
+                continue;
+            }
+            last = Some(name);
+            slot[i] = Some(out.name_ends.len() as u32);
+            out.names.push_str(name);
+            out.name_ends.push(out.names.len() as u32);
+            out.unit_of.push(c.unit_of[i]);
+            if labelled {
+                out.label_of.push(c.label_of.get(i).copied().unwrap_or(0));
+                out.section_of.push(c.section_of.get(i).copied().unwrap_or(0));
+            }
+        }
+        (Arc::new(out), slot)
+    }
+
+    /// The metric columns of a raw page in header order, `fields[i]` being the row field that
+    /// holds column `i`'s value; a repeated name keeps its first column. Returns the columns and,
+    /// per column pushed, the index it has now (`None` for the dropped repeats).
+    pub fn raw_page(b: ColumnsBuilder, fields: Vec<u32>) -> (Arc<Columns>, Vec<Option<u32>>) {
+        let mut c = b.cols;
+        let n = c.len();
+        assert_eq!(fields.len(), n, "one field per column");
+        // ncu writes a raw page's metric columns sorted: one pass says so, no sort needed.
+        if (1..n).all(|i| c.name(i - 1) < c.name(i)) {
+            c.fields = fields.into();
+            return (Arc::new(c), (0..n as u32).map(Some).collect());
+        }
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|&a, &b| c.name(a as usize).cmp(c.name(b as usize)));
+        let mut keep = vec![false; n];
+        for (k, &i) in order.iter().enumerate() {
+            keep[i as usize] = k == 0 || c.name(order[k - 1] as usize) != c.name(i as usize);
+        }
+        let mut slot = vec![None; n];
+        let mut out = Columns { units: std::mem::take(&mut c.units), strings: std::mem::take(&mut c.strings), ..Columns::default() };
+        let mut out_fields: Vec<u32> = Vec::with_capacity(n);
+        for i in (0..n).filter(|&i| keep[i]) {
+            slot[i] = Some(out.name_ends.len() as u32);
+            out.names.push_str(c.name(i));
+            out.name_ends.push(out.names.len() as u32);
+            out.unit_of.push(c.unit_of[i]);
+            out_fields.push(fields[i]);
+        }
+        let by_name: Box<[u32]> = order.iter().filter(|&&i| keep[i as usize]).map(|&i| slot[i as usize].expect("kept")).collect();
+        let sorted = by_name.iter().enumerate().all(|(k, &i)| k as u32 == i);
+        out.by_name = (!sorted).then_some(by_name);
+        out.fields = out_fields.into();
+        (Arc::new(out), slot)
+    }
+
+    pub fn len(&self) -> usize {
+        self.name_ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.name_ends.is_empty()
+    }
+
+    /// Column `i`'s name.
+    pub fn name(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.name_ends[i - 1] as usize };
+        &self.names[start..self.name_ends[i] as usize]
+    }
+
+    fn unit(&self, i: usize) -> &ColumnUnit {
+        &self.units[self.unit_of[i] as usize]
+    }
+
+    fn string_of(&self, of: &[u32], i: usize) -> Option<&str> {
+        of.get(i).filter(|&&s| s > 0).map(|&s| &*self.strings[s as usize - 1])
     }
 
     /// Index of the column named `name`.
     pub fn find(&self, name: &str) -> Option<usize> {
         match &self.by_name {
-            None => self.cols.binary_search_by(|c| (*c.name).cmp(name)).ok(),
-            Some(order) => order.binary_search_by(|&i| (*self.cols[i as usize].name).cmp(name)).ok().map(|k| order[k] as usize),
+            None => {
+                let (mut lo, mut hi) = (0, self.len());
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    match self.name(mid).cmp(name) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return Some(mid),
+                    }
+                }
+                None
+            }
+            Some(order) => order.binary_search_by(|&i| self.name(i as usize).cmp(name)).ok().map(|k| order[k] as usize),
         }
     }
 
@@ -343,7 +468,8 @@ impl Metrics {
 
     /// [`Self::at`], given the span of column `i`'s value for a raw row.
     fn at_span(&self, i: usize, span: Option<(u32, u32)>) -> Option<Metric<'_>> {
-        let col = &self.cols.cols[i];
+        let cols = &*self.cols;
+        let col = cols.unit(i);
         let (value, raw_value, origin) = match &self.values {
             Values::Parsed { cells, report } => {
                 let c = &cells[i];
@@ -374,9 +500,9 @@ impl Metrics {
             value,
             unit: &col.unit,
             raw_value,
-            raw_unit: &col.raw_unit,
-            label: col.label.as_deref(),
-            section: col.section.as_deref(),
+            raw_unit: &col.raw,
+            label: cols.string_of(&cols.label_of, i),
+            section: cols.string_of(&cols.section_of, i),
             origin,
         })
     }
@@ -409,7 +535,7 @@ impl Metrics {
                 Some(spans) => self.at_span(i, self.cols.fields.get(i).and_then(|&f| spans.get(f as usize).copied())),
                 None => self.at(i),
             };
-            m.map(|m| (&*self.cols.cols[i].name, m))
+            m.map(|m| (self.cols.name(i), m))
         })
     }
 
@@ -526,7 +652,7 @@ impl RowBuilder {
 /// Builds the metrics of one launch from metrics in any order (details pages, reports, tests).
 #[derive(Default)]
 pub struct MetricsBuilder {
-    cols: Vec<Column>,
+    cols: ColumnsBuilder,
     cells: Vec<Cell>,
     text: String,
     report: Option<(u32, u32)>,
@@ -552,10 +678,7 @@ impl MetricsBuilder {
 
     /// Adds a metric; when a name repeats, the first one pushed is kept (see [`Self::finish`]).
     pub fn push(&mut self, name: &str, m: Metric<'_>) {
-        let mut c = Column::new(name, m.raw_unit, m.unit.clone());
-        c.label = m.label.map(Into::into);
-        c.section = m.section.map(Into::into);
-        self.cols.push(c);
+        self.cols.push(name, m.raw_unit, m.unit, m.label, m.section);
         let (raw_start, raw_len) = span(self.text.len(), m.raw_value.len());
         self.text.push_str(m.raw_value);
         let line = match m.origin {
@@ -578,7 +701,7 @@ impl MetricsBuilder {
     /// repeats is returned beside the table.
     pub fn finish(self) -> (Metrics, usize) {
         let pushed = self.cols.len();
-        let (cols, slot) = Columns::new(self.cols);
+        let (cols, slot) = Columns::sorted(self.cols);
         let mut cells = vec![Cell { line: 0, raw_start: 0, raw_len: 0, payload: 0 }; cols.len()];
         for (c, s) in self.cells.into_iter().zip(&slot) {
             if let Some(s) = s {
@@ -620,14 +743,12 @@ mod tests {
     #[test]
     fn raw_rows_with_gaps() {
         // Fields 0 and 4 are not metrics; field 2 repeats field 1's name.
-        let cols = vec![
-            (3, Column::new("b", "cycle", Unit::Count("cycle".into()))),
-            (1, Column::new("a", "usecond", Unit::Nanoseconds).scaled(Scale::new(1e3))),
-            (2, Column::new("a", "", Unit::None)),
-            (5, Column::new("c", "", Unit::None)),
-        ];
-        let (fields, cols) = cols.into_iter().unzip();
-        let (cols, slot) = Columns::raw_page(fields, cols);
+        let mut b = ColumnsBuilder::new();
+        b.push_raw("b", "cycle", || (Unit::Count("cycle".into()), Scale::new(1.0)));
+        b.push_raw("a", "usecond", || (Unit::Nanoseconds, Scale::new(1e3)));
+        b.push_raw("a", "", || (Unit::None, Scale::new(1.0)));
+        b.push_raw("c", "", || unreachable!("normalised once per unit"));
+        let (cols, slot) = Columns::raw_page(b, vec![3, 1, 2, 5]);
         assert_eq!(slot, [Some(0), Some(1), None, Some(2)]);
         assert_eq!((cols.find("a"), cols.find("b"), cols.find("c")), (Some(1), Some(0), Some(2)));
         let line = r#""x"," 1.5 ","7","","k","n/a""#;
@@ -669,7 +790,11 @@ mod tests {
     #[test]
     fn unsorted_raw_columns_iterate_by_name() {
         let names = ["m", "b", "m", "a", "z"];
-        let (cols, slot) = Columns::raw_page((0..5).collect(), names.iter().map(|n| Column::new(n, "", Unit::None)).collect());
+        let mut b = ColumnsBuilder::new();
+        for n in names {
+            b.push_raw(n, "", || (Unit::None, Scale::new(1.0)));
+        }
+        let (cols, slot) = Columns::raw_page(b, (0..5).collect());
         assert_eq!(slot, [Some(0), Some(1), None, Some(2), Some(3)]);
         assert_eq!(cols.find("a"), Some(2));
         assert_eq!(cols.find("m"), Some(0));
@@ -690,7 +815,10 @@ mod tests {
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b", "m", "z"]);
         assert_eq!(m.values().map(|v| v.as_f64().unwrap()).collect::<Vec<_>>(), [3.0, 2.0, 1.0, 4.0]);
         // Already sorted: kept as is, no name index.
-        let (cols, slot) = Columns::raw_page(vec![0, 1], ["a", "b"].iter().map(|n| Column::new(n, "", Unit::None)).collect());
+        let mut b = ColumnsBuilder::new();
+        b.push_raw("a", "", || (Unit::None, Scale::new(1.0)));
+        b.push_raw("b", "", || (Unit::None, Scale::new(1.0)));
+        let (cols, slot) = Columns::raw_page(b, vec![0, 1]);
         assert_eq!((slot, cols.by_name.is_none()), (vec![Some(0), Some(1)], true));
     }
 

@@ -17,7 +17,7 @@ pub mod units;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-pub use metrics::{Column, Columns, Metric, MetricValue, Metrics, MetricsBuilder, Origin, RowBuilder};
+pub use metrics::{Columns, ColumnsBuilder, Metric, MetricValue, Metrics, MetricsBuilder, Origin, RowBuilder};
 pub use units::Unit;
 
 /// Which kind of export a profile was read from.

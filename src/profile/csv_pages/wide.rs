@@ -5,15 +5,17 @@
 //! Empty cells (a metric another launch has) are skipped.
 //!
 //! This is the largest export (thousands of columns, ~2 KB of text per launch per 100 metrics),
-//! so it is read in one pass per row: each physical line is tokenized and each cell's place
-//! kept in the launch's [`Metrics`] (no list of fields in between, values parsed when read),
-//! rows in parallel, the columns (names, units, scale factors) shared by every launch and kept in
-//! header order. The number locale is learnt in the same pass (see [`RowReader::finish`]).
+//! so a row costs about one instruction per byte: the tokenizer indexes each physical line, 64
+//! bytes at a time, into one bit per byte marking where each field ends
+//! ([`super::tokenizer::quoted_line`]); that index and a copy of the line are the launch's
+//! [`Metrics`], whose values are parsed when read. Rows are read in parallel; the columns (names,
+//! units, scale factors) are made once, shared by every launch and kept in header order. The
+//! number locale is learnt in the same pass (see [`RowReader::finish`]).
 
 use super::tokenizer::{FieldSink, QuotedLine};
 use super::{trim_cell, Fields, Header, IdentityCols, Input, IDENTITY_COLUMNS};
 use crate::profile::units::{comma_evidence, normalize_unit, NumberLocale, Scale};
-use crate::profile::{Column, Columns, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind, Unit};
+use crate::profile::{Columns, ColumnsBuilder, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -170,11 +172,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         other => (Vec::new(), other),
     };
 
-    // Metric columns in header order, units normalised once per distinct unit (a page has a few
-    // dozen; runs of columns share one).
-    let mut norms: Vec<(&str, Scale, Arc<str>, Unit)> = Vec::new();
-    let mut last = usize::MAX;
-    let mut cols: Vec<Column> = Vec::with_capacity(header.fields.len());
+    // Metric columns in header order, each distinct unit normalised once.
+    let mut cols = ColumnsBuilder::with_capacity(header.fields.len(), header.fields.iter().map(|f| f.len()).sum());
     let mut fields: Vec<u32> = Vec::with_capacity(header.fields.len());
     for (idx, name) in header.fields.iter().enumerate() {
         let name = trim_cell(name);
@@ -182,21 +181,13 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             continue;
         }
         let raw_unit = units.get(idx).map(|u| trim_cell(u)).unwrap_or("");
-        if norms.get(last).is_none_or(|n| n.0 != raw_unit) {
-            last = match norms.iter().position(|n| n.0 == raw_unit) {
-                Some(i) => i,
-                None => {
-                    let (factor, unit) = normalize_unit(raw_unit);
-                    norms.push((raw_unit, Scale::new(factor), raw_unit.into(), unit));
-                    norms.len() - 1
-                }
-            };
-        }
-        let (_, scale, raw_unit, unit) = &norms[last];
-        cols.push(Column::new(name, raw_unit.clone(), unit.clone()).scaled(*scale));
+        cols.push_raw(name, raw_unit, || {
+            let (factor, unit) = normalize_unit(raw_unit);
+            (unit, Scale::new(factor))
+        });
         fields.push(idx as u32);
     }
-    let (columns, slot) = Columns::raw_page(fields.clone(), cols);
+    let (columns, slot) = Columns::raw_page(cols, fields.clone());
     let duplicates = slot.iter().filter(|s| s.is_none()).count();
     if duplicates > 0 {
         notes.push(format!("{duplicates} duplicate metric column(s) in the header were ignored (first kept)"));
