@@ -113,9 +113,11 @@ pub struct Columns {
     name_ends: Vec<u32>,
     units: Vec<ColumnUnit>,
     unit_of: Vec<u32>,
-    /// Distinct labels and sections; per column an index + 1, 0 for none (empty when no column
-    /// has any).
-    strings: Vec<Box<str>>,
+    /// Labels and sections one after another (a run of columns with the same one stores it
+    /// once); per column an index + 1 into `string_ends`, 0 for none (empty when no column has
+    /// any).
+    strings: String,
+    string_ends: Vec<u32>,
     label_of: Vec<u32>,
     section_of: Vec<u32>,
     /// Column indices in name order, when the columns are not sorted.
@@ -131,7 +133,8 @@ pub struct ColumnsBuilder {
     cols: Columns,
     /// The unit found last (columns come in runs of one unit).
     last_unit: usize,
-    string_index: std::collections::HashMap<Box<str>, u32>,
+    /// The label and the section stored last (index + 1).
+    last_strings: [u32; 2],
 }
 
 impl ColumnsBuilder {
@@ -172,15 +175,17 @@ impl ColumnsBuilder {
         i as u32
     }
 
-    fn string(&mut self, s: Option<&str>) -> u32 {
+    /// Stores a label (`role` 0) or a section (1), or reuses the last one of that role.
+    fn string(&mut self, s: Option<&str>, role: usize) -> u32 {
         let Some(s) = s else { return 0 };
-        if let Some(&i) = self.string_index.get(s) {
-            return i;
+        let last = self.last_strings[role];
+        if last > 0 && self.cols.string(last) == s {
+            return last;
         }
-        self.cols.strings.push(s.into());
-        let i = self.cols.strings.len() as u32;
-        self.string_index.insert(s.into(), i);
-        i
+        self.cols.strings.push_str(s);
+        self.cols.string_ends.push(u32::try_from(self.cols.strings.len()).expect("labels under 4 GiB"));
+        self.last_strings[role] = self.cols.string_ends.len() as u32;
+        self.last_strings[role]
     }
 
     /// A column whose unit is written `raw_unit` and normalised by `normalise` (called once per
@@ -193,7 +198,7 @@ impl ColumnsBuilder {
     /// A column of an already-normalised metric.
     pub fn push(&mut self, name: &str, raw_unit: &str, unit: &Unit, label: Option<&str>, section: Option<&str>) {
         let unit = self.unit_index(raw_unit, |u| u.unit == *unit, || (unit.clone(), Scale::new(1.0)));
-        let (label, section) = (self.string(label), self.string(section));
+        let (label, section) = (self.string(label, 0), self.string(section, 1));
         self.push_with(name, unit, Some(label), Some(section));
     }
 
@@ -222,7 +227,12 @@ impl Columns {
         // Stable: among equal names the first stays first.
         order.sort_by(|&a, &b| c.name(a as usize).cmp(c.name(b as usize)));
         let mut slot = vec![None; n];
-        let mut out = Columns { units: std::mem::take(&mut c.units), strings: std::mem::take(&mut c.strings), ..Columns::default() };
+        let mut out = Columns {
+            units: std::mem::take(&mut c.units),
+            strings: std::mem::take(&mut c.strings),
+            string_ends: std::mem::take(&mut c.string_ends),
+            ..Columns::default()
+        };
         out.names.reserve(c.names.len());
         let labelled = !c.label_of.is_empty();
         let mut last: Option<&str> = None;
@@ -264,7 +274,12 @@ impl Columns {
             keep[i as usize] = k == 0 || c.name(order[k - 1] as usize) != c.name(i as usize);
         }
         let mut slot = vec![None; n];
-        let mut out = Columns { units: std::mem::take(&mut c.units), strings: std::mem::take(&mut c.strings), ..Columns::default() };
+        let mut out = Columns {
+            units: std::mem::take(&mut c.units),
+            strings: std::mem::take(&mut c.strings),
+            string_ends: std::mem::take(&mut c.string_ends),
+            ..Columns::default()
+        };
         let mut out_fields: Vec<u32> = Vec::with_capacity(n);
         for i in (0..n).filter(|&i| keep[i]) {
             slot[i] = Some(out.name_ends.len() as u32);
@@ -298,8 +313,15 @@ impl Columns {
         &self.units[self.unit_of[i] as usize]
     }
 
+    /// Label or section `s` (index + 1).
+    fn string(&self, s: u32) -> &str {
+        let end = self.string_ends[s as usize - 1] as usize;
+        let start = if s == 1 { 0 } else { self.string_ends[s as usize - 2] as usize };
+        &self.strings[start..end]
+    }
+
     fn string_of(&self, of: &[u32], i: usize) -> Option<&str> {
-        of.get(i).filter(|&&s| s > 0).map(|&s| &*self.strings[s as usize - 1])
+        of.get(i).filter(|&&s| s > 0).map(|&s| self.string(s))
     }
 
     /// Index of the column named `name`.

@@ -10,7 +10,7 @@
 //! `"<Section>/<Body Item Label>/<Label>"`), repeated unmapped labels get `" #2"`, `" #3"`...
 //! When several rows map to the same raw name (a label shown in two sections) the first is kept.
 
-use super::{cell_metric, locale_of, short, Header, IdentityCols, Input, UnitCache};
+use super::{cell_metric, locale_of, short, trim_cell, Header, IdentityCols, Input, UnitCache};
 use crate::profile::names::{self, COMMAND_LINE_SECTION};
 use crate::profile::{MetricsBuilder, NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
 
     for (line, f) in &rows {
         let line = *line;
-        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| s.trim()).unwrap_or("");
+        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| trim_cell(s)).unwrap_or("");
         let id = ident.id(input, line, f)?;
         let li = *index.entry(id).or_insert_with(|| {
             launches.push(ident.launch(id, f));
@@ -101,7 +101,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             *n - 1
         };
         let norm = units.get(raw_unit);
-        let mut m = cell_metric(raw_value.trim(), raw_unit, &norm, locale, line);
+        let mut m = cell_metric(trim_cell(raw_value), raw_unit, &norm, locale, line);
         let builder = &mut metrics[li];
         match names::raw_name(section_display, body, label, occurrence) {
             Some(raw) => {

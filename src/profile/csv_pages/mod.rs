@@ -421,7 +421,7 @@ impl<'a> Input<'a> {
 
     /// [`Input::data_rows`], with each physical line tokenized on its own, in parallel.
     pub fn data_rows_par(&mut self, header: &Header<'a>) -> Result<Vec<(u64, Fields<'a>)>> {
-        self.rows_par(header, |_| Vec::new(), |f| f)
+        self.rows_par(header, |_| Vec::with_capacity(header.fields.len()), |f| f)
     }
 
     /// The remaining data records, each handed field by field to a sink made by `make` (given the
