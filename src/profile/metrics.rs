@@ -222,37 +222,10 @@ impl Columns {
     /// column pushed, the index it has now (`None` for the dropped repeats).
     pub fn sorted(b: ColumnsBuilder) -> (Arc<Columns>, Vec<Option<u32>>) {
         let mut c = b.cols;
-        let n = c.len();
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        // Stable: among equal names the first stays first.
-        order.sort_by(|&a, &b| c.name(a as usize).cmp(c.name(b as usize)));
-        let mut slot = vec![None; n];
-        let mut out = Columns {
-            units: std::mem::take(&mut c.units),
-            strings: std::mem::take(&mut c.strings),
-            string_ends: std::mem::take(&mut c.string_ends),
-            ..Columns::default()
-        };
-        out.names.reserve(c.names.len());
-        let labelled = !c.label_of.is_empty();
-        let mut last: Option<&str> = None;
-        for i in order {
-            let i = i as usize;
-            let name = c.name(i);
-            if last == Some(name) {
-                continue;
-            }
-            last = Some(name);
-            slot[i] = Some(out.name_ends.len() as u32);
-            out.names.push_str(name);
-            out.name_ends.push(out.names.len() as u32);
-            out.unit_of.push(c.unit_of[i]);
-            if labelled {
-                out.label_of.push(c.label_of.get(i).copied().unwrap_or(0));
-                out.section_of.push(c.section_of.get(i).copied().unwrap_or(0));
-            }
-        }
-        (Arc::new(out), slot)
+        let order = c.name_order();
+        let mut slot = vec![None; c.len()];
+        let firsts: Vec<usize> = c.first_of_each_name(&order).collect();
+        (Arc::new(c.select(firsts.into_iter(), &mut slot)), slot)
     }
 
     /// The metric columns of a raw page in header order, `fields[i]` being the row field that
@@ -267,32 +240,54 @@ impl Columns {
             c.fields = fields.into();
             return (Arc::new(c), (0..n as u32).map(Some).collect());
         }
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by(|&a, &b| c.name(a as usize).cmp(c.name(b as usize)));
+        let order = c.name_order();
         let mut keep = vec![false; n];
-        for (k, &i) in order.iter().enumerate() {
-            keep[i as usize] = k == 0 || c.name(order[k - 1] as usize) != c.name(i as usize);
+        for i in c.first_of_each_name(&order) {
+            keep[i] = true;
         }
         let mut slot = vec![None; n];
-        let mut out = Columns {
-            units: std::mem::take(&mut c.units),
-            strings: std::mem::take(&mut c.strings),
-            string_ends: std::mem::take(&mut c.string_ends),
-            ..Columns::default()
-        };
-        let mut out_fields: Vec<u32> = Vec::with_capacity(n);
-        for i in (0..n).filter(|&i| keep[i]) {
-            slot[i] = Some(out.name_ends.len() as u32);
-            out.names.push_str(c.name(i));
-            out.name_ends.push(out.names.len() as u32);
-            out.unit_of.push(c.unit_of[i]);
-            out_fields.push(fields[i]);
-        }
+        let mut out = c.select((0..n).filter(|&i| keep[i]), &mut slot);
+        out.fields = (0..n).filter(|&i| keep[i]).map(|i| fields[i]).collect();
         let by_name: Box<[u32]> = order.iter().filter(|&&i| keep[i as usize]).map(|&i| slot[i as usize].expect("kept")).collect();
         let sorted = by_name.iter().enumerate().all(|(k, &i)| k as u32 == i);
         out.by_name = (!sorted).then_some(by_name);
-        out.fields = out_fields.into();
         (Arc::new(out), slot)
+    }
+
+    /// Column indices sorted by name; among equal names the first stays first.
+    fn name_order(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        order.sort_by(|&a, &b| self.name(a as usize).cmp(self.name(b as usize)));
+        order
+    }
+
+    /// The first column of each name, from [`Self::name_order`].
+    fn first_of_each_name<'s>(&'s self, order: &'s [u32]) -> impl Iterator<Item = usize> + 's {
+        order.iter().enumerate().filter(move |&(k, &i)| k == 0 || self.name(order[k - 1] as usize) != self.name(i as usize)).map(|(_, &i)| i as usize)
+    }
+
+    /// A table of columns `which`, in that order, taking this one's units and labels;
+    /// `slot[i]` is set to the new index of each column taken.
+    fn select(&mut self, which: impl Iterator<Item = usize>, slot: &mut [Option<u32>]) -> Columns {
+        let mut out = Columns {
+            units: std::mem::take(&mut self.units),
+            strings: std::mem::take(&mut self.strings),
+            string_ends: std::mem::take(&mut self.string_ends),
+            ..Columns::default()
+        };
+        out.names.reserve(self.names.len());
+        let labelled = !self.label_of.is_empty();
+        for i in which {
+            slot[i] = Some(out.name_ends.len() as u32);
+            out.names.push_str(self.name(i));
+            out.name_ends.push(out.names.len() as u32);
+            out.unit_of.push(self.unit_of[i]);
+            if labelled {
+                out.label_of.push(self.label_of.get(i).copied().unwrap_or(0));
+                out.section_of.push(self.section_of.get(i).copied().unwrap_or(0));
+            }
+        }
+        out
     }
 
     pub fn len(&self) -> usize {
