@@ -690,6 +690,31 @@ mod tests {
         assert!(simple > 2000, "only {simple} simple lines");
     }
 
+    /// The vector masks against a byte-by-byte reference, on every byte value.
+    #[test]
+    fn byte_masks_match_a_scalar_reference() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..2000 {
+            let mut c = [0u8; 64];
+            for (j, b) in c.iter_mut().enumerate() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = if round < 4 { (round * 64 + j) as u8 } else { (seed >> 56) as u8 };
+            }
+            for delim in [b',', b';', b'\t'] {
+                let bits = |f: &dyn Fn(u8) -> bool| c.iter().enumerate().fold(0u64, |m, (j, &v)| m | u64::from(f(v)) << j);
+                let m = byte_masks(&c, delim);
+                assert_eq!(m.quote, bits(&|v| v == b'"'));
+                assert_eq!(m.delim, bits(&|v| v == delim));
+                assert_eq!(m.comma, bits(&|v| v == b','));
+                assert_eq!(m.loose, bits(&|v| !v.is_ascii_graphic()), "{c:?}");
+            }
+        }
+        let t = tail_masks(b" a\"", b',');
+        assert_eq!((t.quote, t.loose), (0b100, 0b1));
+    }
+
     #[test]
     fn quote_or_newline_search() {
         for len in 0..40 {
