@@ -619,7 +619,7 @@ impl<'a> IntoIterator for &'a Metrics {
 }
 
 /// Builds one row of a raw page: columns shared with the page's other launches (made by
-/// [`Columns::raw_page`]), values kept as text and parsed when read (see [`Values::Raw`]).
+/// [`Columns::raw_page`]), values kept as text and parsed when read (see the module docs).
 pub struct RowBuilder {
     cols: Arc<Columns>,
     fields: RowFields,
@@ -660,7 +660,7 @@ impl RowBuilder {
     }
 
     /// The row read from CSV line `line`; values are parsed as dot-decimal until
-    /// [`Metrics::set_locale`] says otherwise.
+    /// `Metrics::set_locale` says otherwise.
     pub fn finish(self, line: u32) -> Metrics {
         Metrics { cols: self.cols, values: Values::Raw { fields: self.fields, line, locale: NumberLocale::DotDecimal }, text: self.text }
     }
