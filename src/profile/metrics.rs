@@ -457,12 +457,19 @@ impl Metrics {
     pub fn len(&self) -> usize {
         match &self.values {
             Values::Parsed { cells, .. } => cells.len(),
-            Values::Raw { fields: RowFields::Line(line), .. } => {
-                let spans: Vec<(u32, u32)> = line.spans().collect();
-                self.cols.fields.iter().filter(|&&f| spans.get(f as usize).is_some_and(|(s, e)| e > s)).count()
-            }
-            Values::Raw { .. } => (0..self.cols.len()).filter(|&i| self.has(i)).count(),
+            Values::Raw { .. } => self.raw_column_spans().iter().flatten().count(),
         }
+    }
+
+    /// A raw row's value span per column (`None`: no value), from one pass over its index
+    /// (empty for parsed values). [`Self::at`] finds one column's in a few steps instead.
+    fn raw_column_spans(&self) -> Vec<Option<(u32, u32)>> {
+        let all: Vec<(u32, u32)> = match &self.values {
+            Values::Raw { fields: RowFields::Line(line), .. } => line.spans().collect(),
+            Values::Raw { fields: RowFields::Spans(spans), .. } => spans.clone(),
+            Values::Parsed { .. } => return Vec::new(),
+        };
+        self.cols.fields.iter().map(|&f| all.get(f as usize).copied().filter(|(s, e)| e > s)).collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -541,16 +548,12 @@ impl Metrics {
 
     /// `(name, metric)` sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Metric<'_>)> + '_ {
-        // A raw row's index finds one field in a few steps; all of them, in one pass.
-        let spans: Option<Vec<(u32, u32)>> = match &self.values {
-            Values::Raw { fields: RowFields::Line(line), .. } => Some(line.spans().collect()),
-            _ => None,
-        };
+        let spans = self.raw_column_spans();
         (0..self.cols.len()).filter_map(move |k| {
             let i = self.cols.in_name_order(k);
-            let m = match &spans {
-                Some(spans) => self.at_span(i, self.cols.fields.get(i).and_then(|&f| spans.get(f as usize).copied())),
-                None => self.at(i),
+            let m = match &self.values {
+                Values::Raw { .. } => self.at_span(i, spans[i]),
+                Values::Parsed { .. } => self.at(i),
             };
             m.map(|m| (self.cols.name(i), m))
         })
@@ -596,11 +599,7 @@ impl Metrics {
 
     /// The raw text of every value of a raw row, in column order (parsed values: none).
     pub(crate) fn raw_values(&self) -> impl Iterator<Item = &str> + '_ {
-        let fields = match &self.values {
-            Values::Raw { fields, .. } => Some(fields),
-            Values::Parsed { .. } => None,
-        };
-        (0..self.cols.len()).filter_map(move |i| raw_span(fields?, &self.cols, i)).map(|(s, e)| self.text_at(s, e - s))
+        self.raw_column_spans().into_iter().flatten().map(|(s, e)| self.text_at(s, e - s))
     }
 }
 

@@ -373,13 +373,7 @@ pub fn quoted_line(line: &str, delim: u8) -> Option<QuotedLine> {
     }
     let words = n.div_ceil(64);
     // One zero word past the end, so that shifts can read the next word everywhere.
-    let mut masks: Vec<ByteMasks> = Vec::with_capacity(words + 1);
-    let chunks = b.chunks_exact(64);
-    let tail = chunks.remainder();
-    masks.extend(chunks.map(|c| byte_masks(c.try_into().expect("64 bytes"), delim)));
-    if !tail.is_empty() {
-        masks.push(tail_masks(tail, delim));
-    }
+    let mut masks = line_masks(b, delim, 1);
     masks.push(ByteMasks::default());
     // Word w + 1, bit i: byte 64w + i starts a separator (quote, delimiter, quote). A zero word
     // on each side.
@@ -435,6 +429,19 @@ struct ByteMasks {
     loose: u64,
 }
 
+/// [`byte_masks`] of every 64-byte chunk of `b` (the last one padded), with room for `spare`
+/// more.
+fn line_masks(b: &[u8], delim: u8, spare: usize) -> Vec<ByteMasks> {
+    let mut masks = Vec::with_capacity(b.len().div_ceil(64) + spare);
+    let chunks = b.chunks_exact(64);
+    let tail = chunks.remainder();
+    masks.extend(chunks.map(|c| byte_masks(c.try_into().expect("64 bytes"), delim)));
+    if !tail.is_empty() {
+        masks.push(tail_masks(tail, delim));
+    }
+    masks
+}
+
 /// [`byte_masks`] of the last, shorter chunk of a line. Kept out of line: a copy into a local
 /// array inside the main loop makes the compiler build every chunk byte by byte.
 #[inline(never)]
@@ -488,13 +495,7 @@ struct QuoteMask {
 
 impl QuoteMask {
     fn new(b: &[u8]) -> Self {
-        let chunks = b.chunks_exact(64);
-        let tail = chunks.remainder();
-        let mut words: Vec<u64> = chunks.map(|c| byte_masks(c.try_into().expect("64 bytes"), b'"').quote).collect();
-        if !tail.is_empty() {
-            words.push(tail_masks(tail, b'"').quote);
-        }
-        QuoteMask { words }
+        QuoteMask { words: line_masks(b, b'"', 0).iter().map(|m| m.quote).collect() }
     }
 
     /// The first quote at or after `from`.
