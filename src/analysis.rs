@@ -24,6 +24,8 @@ pub struct LaunchAnalysis {
     pub facts: Facts,
     pub findings: Vec<rules::Finding>,
     pub ncu_rules: Vec<crate::profile::NcuRuleResult>,
+    /// Regime, kernel kind, missing sections, and where keet disagrees with ncu's estimates.
+    pub diagnosis: rules::Diagnosis,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,9 +51,17 @@ pub struct InspectDocument {
     pub errors: Vec<FileError>,
 }
 
+/// One launch judged alone (its findings' severities as if it were the whole profile).
 pub fn analyse_launch(launch: &Launch) -> LaunchAnalysis {
+    analyse_launch_in(launch, None)
+}
+
+/// One launch whose kernel takes `time_share_pct` of the profile's time (severity follows the
+/// estimated gain in time of the profile); `None`: judged alone.
+pub fn analyse_launch_in(launch: &Launch, time_share_pct: Option<f64>) -> LaunchAnalysis {
     let facts = facts::derive(launch);
-    let RuleReport { findings, ncu_rules } = rules::evaluate_launch(launch, &facts);
+    let share = time_share_pct.unwrap_or(100.0);
+    let RuleReport { findings, ncu_rules, diagnosis } = rules::evaluate_launch(launch, &facts, share);
     LaunchAnalysis {
         id: launch.id,
         name: launch.name.clone(),
@@ -65,9 +75,22 @@ pub fn analyse_launch(launch: &Launch) -> LaunchAnalysis {
         facts,
         findings,
         ncu_rules,
+        diagnosis,
     }
 }
 
 pub fn analyse_profile(p: &Profile) -> FileAnalysis {
-    FileAnalysis { path: p.path.clone(), kind: p.kind, notes: p.notes.clone(), launches: p.launches.iter().map(analyse_launch).collect() }
+    let total = profile_time_ns(p);
+    let share = |l: &Launch| total.zip(launch_ns(l)).filter(|(t, _)| *t > 0.0).map(|(t, d)| 100.0 * d / t);
+    FileAnalysis { path: p.path.clone(), kind: p.kind, notes: p.notes.clone(), launches: p.launches.iter().map(|l| analyse_launch_in(l, share(l))).collect() }
+}
+
+/// The profile's total launch time (sum of the launches' durations), when any is known.
+pub fn profile_time_ns(p: &Profile) -> Option<f64> {
+    let d: Vec<f64> = p.launches.iter().filter_map(launch_ns).collect();
+    (!d.is_empty()).then(|| d.iter().sum())
+}
+
+fn launch_ns(l: &Launch) -> Option<f64> {
+    facts::derive_duration(l)
 }

@@ -53,13 +53,18 @@ pub enum BoundKind {
     Latency,
     /// Fewer blocks than SMs (or under one wave at low throughput): the GPU is not filled.
     GridTooSmall,
+    /// A launch of a few microseconds that does not fill one wave: launch overhead and latency dominate.
+    Launch,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bound {
     pub kind: BoundKind,
-    /// For memory-bound kernels: the busiest memory unit ("DRAM", "L1/TEX", "L2").
+    /// The busiest unit measured ("SM", "DRAM", "L2", "L1/TEX", or "memory" when only ncu's combined
+    /// memory throughput is known), by elapsed-based % of peak.
     pub busiest_unit: Option<&'static str>,
+    /// Its utilisation, % of peak (capped at 100).
+    pub busiest_pct: Option<f64>,
     /// The facts the classification used (keys).
     pub because: Vec<&'static str>,
 }
@@ -151,7 +156,22 @@ pub struct Facts {
     pub fp64_pipe_pct: Option<Fact>,
     pub atomic_requests: Option<Fact>,
     pub l2_atomic_busy_pct: Option<Fact>,
+    /// SM clock: elapsed cycles per second, or the device's rated clock.
+    pub sm_clock_hz: Option<Fact>,
+    /// Elapsed SM cycles (average over SMs), or duration x clock.
+    pub elapsed_cycles: Option<Fact>,
+    /// Shared-memory wavefronts beyond one per request: the bank conflicts' extra passes.
+    pub shared_excess_wavefronts: Option<Fact>,
+    /// Warp instructions executed.
+    pub warp_instructions: Option<Fact>,
+    /// Global load / store sectors moved through L1 (for the share of traffic an access pattern causes).
+    pub global_load_sectors: Option<Fact>,
+    pub global_store_sectors: Option<Fact>,
+    /// Share of branch targets where the threads of a warp diverged (from the target counts).
+    pub divergent_branch_pct: Option<Fact>,
     pub roofline: Roofline,
+    /// Values not used because they are measurement artefacts.
+    pub artifacts: Vec<Artifact>,
 }
 
 /// Roofline position: FLOPs by precision, DRAM traffic, arithmetic intensity, achieved vs peak.
@@ -207,6 +227,13 @@ impl Facts {
             &self.fp64_pipe_pct,
             &self.atomic_requests,
             &self.l2_atomic_busy_pct,
+            &self.sm_clock_hz,
+            &self.elapsed_cycles,
+            &self.shared_excess_wavefronts,
+            &self.warp_instructions,
+            &self.global_load_sectors,
+            &self.global_store_sectors,
+            &self.divergent_branch_pct,
             &self.roofline.fp64_flop,
             &self.roofline.fp32_flop,
             &self.roofline.fp16_flop,
@@ -252,6 +279,8 @@ fn evidence(name: &str, m: Metric<'_>, value: f64) -> Evidence {
 /// Reads metrics from a launch, remembering which ones were used.
 struct Reader<'a> {
     launch: &'a Launch,
+    /// Percentages skipped as measurement artefacts (above 100% of peak).
+    artifacts: std::cell::RefCell<Vec<Artifact>>,
 }
 
 impl<'a> Reader<'a> {
@@ -282,19 +311,58 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A percentage fact: the first of `names` that is present and physically possible. A percentage of
+/// peak above [`MAX_PCT_OF_PEAK`] is a measurement artefact (ncu's `pct_of_peak_sustained_active` on
+/// launches of a few microseconds, where "active" cycles are few): it is recorded in
+/// [`Facts::artifacts`] and the next name is tried.
 fn pct(key: &'static str, label: &'static str, r: &Reader, names: &[&str]) -> Option<Fact> {
-    r.fact_unit(key, label, "%", names, &Unit::Percent)
+    for (i, name) in names.iter().enumerate() {
+        let Some(f) = r.fact_unit(key, label, "%", &[name], &Unit::Percent) else { continue };
+        if name.contains("pct_of_peak") && f.value > MAX_PCT_OF_PEAK {
+            r.artifacts.borrow_mut().push(Artifact {
+                metric: name.to_string(),
+                value: f.value,
+                reason: if names[i + 1..].is_empty() {
+                    "above 100% of peak: a measurement artefact; no other form of this quantity in the profile".into()
+                } else {
+                    "above 100% of peak: a measurement artefact; the elapsed-based or next form is used instead".into()
+                },
+            });
+            continue;
+        }
+        return Some(f);
+    }
+    None
+}
+
+/// Percent of peak above which a value is a measurement artefact, not a throughput.
+pub const MAX_PCT_OF_PEAK: f64 = 100.5;
+
+/// A metric value keet did not use because it cannot be physically true.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Artifact {
+    pub metric: String,
+    pub value: f64,
+    pub reason: String,
 }
 
 fn derived(key: &'static str, label: &'static str, unit: &'static str, value: f64, evidence: Vec<Evidence>) -> Option<Fact> {
     value.is_finite().then_some(Fact { key, label, value, unit, evidence })
 }
 
+/// The launch's duration in ns, alone (cheaper than [`derive`]).
+pub fn derive_duration(launch: &Launch) -> Option<f64> {
+    let r = Reader { launch, artifacts: Default::default() };
+    r.fact_unit("duration_ns", "Duration", "ns", DURATION, &Unit::Nanoseconds).map(|f| f.value)
+}
+
+const DURATION: &[&str] = &["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"];
+
 /// Derives every fact for one launch.
 pub fn derive(launch: &Launch) -> Facts {
-    let r = Reader { launch };
+    let r = Reader { launch, artifacts: Default::default() };
     let mut f = Facts {
-        duration_ns: r.fact_unit("duration_ns", "Duration", "ns", &["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"], &Unit::Nanoseconds),
+        duration_ns: r.fact_unit("duration_ns", "Duration", "ns", DURATION, &Unit::Nanoseconds),
         sm_throughput_pct: pct("sm_throughput_pct", "Compute (SM) throughput", &r, &["sm__throughput.avg.pct_of_peak_sustained_elapsed"]),
         memory_throughput_pct: pct(
             "memory_throughput_pct",
@@ -316,7 +384,7 @@ pub fn derive(launch: &Launch) -> Facts {
             "l1_throughput_pct",
             "L1/TEX cache throughput",
             &r,
-            &["l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed"],
+            &["l1tex__throughput.avg.pct_of_peak_sustained_elapsed", "l1tex__throughput.avg.pct_of_peak_sustained_active"],
         ),
         l2_throughput_pct: pct("l2_throughput_pct", "L2 cache throughput", &r, &["lts__throughput.avg.pct_of_peak_sustained_elapsed"]),
         achieved_occupancy_pct: pct("achieved_occupancy_pct", "Achieved occupancy", &r, &["sm__warps_active.avg.pct_of_peak_sustained_active"]),
@@ -339,7 +407,11 @@ pub fn derive(launch: &Launch) -> Facts {
             "issue_slots_busy_pct",
             "Issue slots busy",
             &r,
-            &["sm__inst_issued.avg.pct_of_peak_sustained_active", "smsp__issue_active.avg.pct_of_peak_sustained_active"],
+            &[
+                "sm__inst_issued.avg.pct_of_peak_sustained_active",
+                "smsp__issue_active.avg.pct_of_peak_sustained_active",
+                "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
+            ],
         ),
         global_load_bytes_per_sector: r.fact(
             "global_load_bytes_per_sector",
@@ -381,6 +453,7 @@ pub fn derive(launch: &Launch) -> Facts {
             "Tensor pipe utilisation",
             &r,
             &[
+                "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
                 "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
                 "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                 "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active",
@@ -437,6 +510,86 @@ pub fn derive(launch: &Launch) -> Facts {
         &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"],
         &["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"],
     );
+    // The same quantities as ncu's own `.ratio` metrics (Memory Workload Analysis tables, `--metrics` subsets).
+    if f.global_load_sectors_per_request.is_none() {
+        f.global_load_sectors_per_request = r.fact(
+            "global_load_sectors_per_request",
+            "Sectors per global load request",
+            "sector/request",
+            &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"],
+        );
+    }
+    if f.global_store_sectors_per_request.is_none() {
+        f.global_store_sectors_per_request = r.fact(
+            "global_store_sectors_per_request",
+            "Sectors per global store request",
+            "sector/request",
+            &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"],
+        );
+    }
+    f.global_load_sectors = r.fact("global_load_sectors", "Global load sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]);
+    f.global_store_sectors = r.fact("global_store_sectors", "Global store sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"]);
+    f.warp_instructions = r.fact("warp_instructions", "Warp instructions executed", "inst", &["smsp__inst_executed.sum", "sm__inst_executed.sum"]);
+
+    // DRAM from the DRAM table alone (read and write shares of peak add up to the throughput).
+    if f.dram_throughput_pct.is_none() {
+        let parts: Vec<(f64, Evidence)> = ["dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "dram__bytes_write.sum.pct_of_peak_sustained_elapsed"]
+            .iter()
+            .filter_map(|n| r.num(&[n]))
+            .collect();
+        if !parts.is_empty() {
+            let sum: f64 = parts.iter().map(|p| p.0).sum();
+            if sum <= MAX_PCT_OF_PEAK {
+                f.dram_throughput_pct = derived(
+                    "dram_throughput_pct",
+                    "DRAM throughput (read + write)",
+                    "%",
+                    sum,
+                    parts.into_iter().map(|p| p.1).collect(),
+                );
+            }
+        }
+    }
+    // Memory throughput: when the speed-of-light section is missing, the busiest memory unit measured.
+    if f.memory_throughput_pct.is_none() {
+        let best = [&f.dram_throughput_pct, &f.l2_throughput_pct]
+            .into_iter()
+            .flatten()
+            .chain(f.l1_throughput_pct.iter().filter(|x| x.evidence.iter().all(|e| e.metric.contains("elapsed"))))
+            .max_by(|a, b| a.value.total_cmp(&b.value));
+        if let Some(b) = best {
+            f.memory_throughput_pct =
+                derived("memory_throughput_pct", "Memory throughput (busiest memory unit measured)", "%", b.value, b.evidence.clone());
+        }
+    }
+
+    // Clock and elapsed cycles, for estimates in cycles.
+    f.sm_clock_hz = r
+        .fact_unit("sm_clock_hz", "SM clock", "Hz", &["sm__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.avg.per_second"], &Unit::Hertz)
+        .or_else(|| {
+            // The device's rated clock; CUDA's attribute is in kHz (1e5..1e7 for any GPU made), a normalised Hz value is >= 1e8.
+            let (v, e) = r.num(&["device__attribute_clock_rate"])?;
+            let hz = if v < 1e7 { v * 1e3 } else { v };
+            derived("sm_clock_hz", "SM clock (device rating)", "Hz", hz, vec![e])
+        });
+    f.elapsed_cycles = r.fact("elapsed_cycles", "Elapsed SM cycles", "cycle", &["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max"]).or_else(|| {
+        let (d, c) = (f.duration_ns.as_ref()?, f.sm_clock_hz.as_ref()?);
+        let mut ev = d.evidence.clone();
+        ev.extend(c.evidence.clone());
+        derived("elapsed_cycles", "Elapsed SM cycles (duration x clock)", "cycle", d.value * 1e-9 * c.value, ev)
+    });
+
+    // Branch divergence from the target counts (when the `.pct` form was not collected).
+    if let (Some((d, e1)), Some((u, e2))) = (
+        r.num(&["smsp__sass_branch_targets_threads_divergent.sum", "smsp__branch_targets_threads_divergent"]),
+        r.num(&["smsp__sass_branch_targets_threads_uniform.sum", "smsp__branch_targets_threads_uniform"]),
+    ) {
+        if d + u > 0.0 {
+            f.divergent_branch_pct = derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 * d / (d + u), vec![e1, e2]);
+        }
+    } else if let Some(u) = &f.branch_uniform_pct {
+        f.divergent_branch_pct = derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 - u.value, u.evidence.clone());
+    }
     if let (Some((ex, e1)), Some((tot, e2))) =
         (r.num(&["derived__memory_l2_theoretical_sectors_global_excessive"]), r.num(&["memory_l2_theoretical_sectors_global"]))
     {
@@ -473,6 +626,13 @@ pub fn derive(launch: &Launch) -> Facts {
             );
         }
     }
+    f.shared_excess_wavefronts = r
+        .fact("shared_excess_wavefronts", "Shared-memory wavefronts from bank conflicts", "wavefront", &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"])
+        .or_else(|| {
+            let (w, e1) = r.num(&["memory_l1_wavefronts_shared"])?;
+            let (ideal, e2) = r.num(&["memory_l1_wavefronts_shared_ideal"])?;
+            derived("shared_excess_wavefronts", "Shared-memory wavefronts beyond the ideal", "wavefront", (w - ideal).max(0.0), vec![e1, e2])
+        });
     f.shared_bank_conflicts = match (
         r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]),
         r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
@@ -589,6 +749,7 @@ pub fn derive(launch: &Launch) -> Facts {
     }
 
     f.roofline = roofline(&r, f.duration_ns.as_ref());
+    f.artifacts = r.artifacts.take();
     f.bound = classify(&f);
     f
 }
@@ -706,47 +867,75 @@ fn roofline(r: &Reader, duration: Option<&Fact>) -> Roofline {
     rf
 }
 
-/// Speed-of-light classification (see [`crate::rules::thresholds`] for the numbers).
+/// Speed-of-light classification: the launch's regime (see [`crate::rules::thresholds`] for the numbers).
+///
+/// Uses elapsed-based percentages only (an artefact above 100% never enters), each unit capped at 100%.
+/// Order of decision: a launch of a few microseconds that does not fill one wave is launch-bound;
+/// otherwise a grid with fewer blocks than SMs at low throughput is grid-bound; a busiest unit under
+/// the busy threshold means latency-bound; else throughput-bound on the busiest unit (SM or a memory unit).
 fn classify(f: &Facts) -> Option<Bound> {
-    use crate::rules::thresholds::{SOL_BUSY_PCT, SOL_LOW_PCT};
-    let sm = f.sm_throughput_pct.as_ref().map(|x| x.value);
-    let mem = f.memory_throughput_pct.as_ref().map(|x| x.value);
-    if sm.is_none() && mem.is_none() {
+    use crate::rules::thresholds::{SOL_BUSY_PCT, SOL_LOW_PCT, TINY_LAUNCH_NS};
+    let units = utilisation(f);
+    let duration = f.duration_ns.as_ref().map(|d| d.value);
+    if units.is_empty() && duration.is_none() {
         return None;
     }
-    let (sm, mem) = (sm.unwrap_or(0.0), mem.unwrap_or(0.0));
-    let mut because = vec![];
-    if f.sm_throughput_pct.is_some() {
-        because.push("sm_throughput_pct");
-    }
-    if f.memory_throughput_pct.is_some() {
-        because.push("memory_throughput_pct");
-    }
-    let top = sm.max(mem);
-    if top < SOL_LOW_PCT {
-        if let (Some(g), Some(s)) = (&f.grid_blocks, &f.sm_count) {
-            if g.value < s.value {
+    let busiest = units.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
+    let top = busiest.map(|b| b.1).unwrap_or(0.0);
+    let mut because: Vec<&'static str> = units.iter().map(|u| u.2).collect();
+    let grid_short = match (&f.grid_blocks, &f.sm_count) {
+        (Some(g), Some(s)) => Some(g.value < s.value),
+        _ => None,
+    };
+    let under_a_wave = grid_short.or_else(|| f.waves_per_sm.as_ref().map(|w| w.value < 1.0));
+    let mk = |kind, because: Vec<&'static str>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
+    if let Some(d) = duration {
+        if d < TINY_LAUNCH_NS && top < SOL_BUSY_PCT && under_a_wave != Some(false) {
+            because.push("duration_ns");
+            if grid_short.is_some() {
                 because.extend(["grid_blocks", "sm_count"]);
-                return Some(Bound { kind: BoundKind::GridTooSmall, busiest_unit: None, because });
             }
+            return Some(mk(BoundKind::Launch, because));
         }
+    }
+    if units.is_empty() {
+        return None;
+    }
+    if top < SOL_LOW_PCT && grid_short == Some(true) {
+        because.extend(["grid_blocks", "sm_count"]);
+        return Some(mk(BoundKind::GridTooSmall, because));
     }
     if top < SOL_BUSY_PCT {
-        return Some(Bound { kind: BoundKind::Latency, busiest_unit: None, because });
+        return Some(mk(BoundKind::Latency, because));
     }
-    if mem >= sm {
-        let units = [(&f.dram_throughput_pct, "DRAM"), (&f.l1_throughput_pct, "L1/TEX"), (&f.l2_throughput_pct, "L2")];
-        let busiest = units
-            .iter()
-            .filter_map(|(x, n)| x.as_ref().map(|x| (x.value, *n, x.key)))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((_, _, key)) = busiest {
-            because.push(key);
+    let kind = if busiest.is_some_and(|b| b.0 == "SM") { BoundKind::Compute } else { BoundKind::Memory };
+    Some(mk(kind, because))
+}
+
+/// The measured units and their elapsed-based utilisation, % of peak capped at 100: `(unit, pct, fact key)`.
+/// "memory" (ncu's combined memory throughput) stands in only when no single memory unit was measured.
+pub fn utilisation(f: &Facts) -> Vec<(&'static str, f64, &'static str)> {
+    let elapsed = |x: &Fact| x.evidence.iter().all(|e| !e.metric.contains("sustained_active"));
+    let mut v: Vec<(&'static str, f64, &'static str)> = [
+        (&f.sm_throughput_pct, "SM"),
+        (&f.dram_throughput_pct, "DRAM"),
+        (&f.l2_throughput_pct, "L2"),
+        (&f.l1_throughput_pct, "L1/TEX"),
+    ]
+    .into_iter()
+    .filter_map(|(x, n)| x.as_ref().filter(|x| elapsed(x)).map(|x| (n, x.value.min(100.0), x.key)))
+    .collect();
+    if !v.iter().any(|u| u.0 != "SM") {
+        if let Some(m) = f.memory_throughput_pct.as_ref().filter(|x| elapsed(x)) {
+            v.push(("memory", m.value.min(100.0), m.key));
         }
-        Some(Bound { kind: BoundKind::Memory, busiest_unit: busiest.map(|b| b.1), because })
-    } else {
-        Some(Bound { kind: BoundKind::Compute, busiest_unit: None, because })
+    } else if let Some(m) = f.memory_throughput_pct.as_ref().filter(|x| elapsed(x)) {
+        // ncu's memory throughput is the busiest of its memory units; keep it when it is higher than the ones measured.
+        if v.iter().filter(|u| u.0 != "SM").all(|u| u.1 < m.value.min(100.0) - 0.5) {
+            v.push(("memory", m.value.min(100.0), m.key));
+        }
     }
+    v
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ pub fn check_category(ctx: &Context, c: Category) -> Option<String> {
             f.sm_throughput_pct.as_ref().map(|x| rules::fmt_num(x.value)).unwrap_or_else(|| "unknown".into()),
             bound_name(bound)
         )),
-        Category::LatencyBound if !matches!(bound, Some(BoundKind::Latency) | Some(BoundKind::GridTooSmall)) => {
+        Category::LatencyBound if !matches!(bound, Some(BoundKind::Latency) | Some(BoundKind::GridTooSmall) | Some(BoundKind::Launch)) => {
             Some(format!("category latency-bound contradicts the facts: the classification is {}", bound_name(bound)))
         }
         Category::OccupancyRegisters | Category::OccupancySharedMemory => {
@@ -178,6 +178,7 @@ fn bound_name(b: Option<BoundKind>) -> &'static str {
         Some(BoundKind::Memory) => "memory bound",
         Some(BoundKind::Latency) => "latency bound",
         Some(BoundKind::GridTooSmall) => "grid too small",
+        Some(BoundKind::Launch) => "launch bound",
         None => "unknown",
     }
 }

@@ -137,7 +137,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
     let mut kernels = Vec::new();
     for (rank, g) in chosen.iter().enumerate() {
         let launch = g.launch(&profiles);
-        let la = analysis::analyse_launch(launch);
+        let la = analysis::analyse_launch_in(launch, Some(g.group.time_share_pct));
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
         let model_sha = model_id.as_ref().map(|m| m.1.as_str()).unwrap_or("none");
         let key = cache_key(&la, model_sha, &source_lines_all);

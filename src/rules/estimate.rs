@@ -1,0 +1,272 @@
+//! Estimates: how much of a launch's time a fix can save, as an upper bound that physics allows.
+//!
+//! Each category states which units its fix relieves ([`relieves`]). A fix that does not reduce a
+//! unit's work cannot make the launch faster than that unit allows, so its estimate is capped at the
+//! headroom `100 - utilisation` of the busiest unit it does not relieve ([`cap`]). No fix of a
+//! launch's code can remove the fixed cost of launching it either ([`thresholds::LAUNCH_FLOOR_NS`]).
+//! The formulas, their metrics and their calibration against measured twin kernels are written up in
+//! `docs/estimates.md`; each function below names its section there.
+
+use super::thresholds as t;
+use super::Category;
+use crate::facts::{utilisation, Facts};
+use serde::Serialize;
+
+/// Which units' work a fix reduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relieves {
+    /// Launch shape, occupancy, latency hiding: the same work on every unit.
+    Nothing,
+    /// SM pipelines (instructions, shared memory, which is inside the SM).
+    Sm,
+    /// Memory traffic (L1, L2, DRAM).
+    Memory,
+}
+
+pub fn relieves(c: Category) -> Relieves {
+    use Category::*;
+    match c {
+        OccupancyRegisters | OccupancySharedMemory | OccupancyOther | GridTooSmall | TailEffect | BlockSize | LatencyBound => Relieves::Nothing,
+        SharedBankConflicts | Divergence | Fp64 | TensorCoreUnused | ComputeBound => Relieves::Sm,
+        MemoryCoalescing | RegisterSpilling | AtomicsContention | MemoryBound => Relieves::Memory,
+    }
+}
+
+/// The ceiling on any estimate for category `c`, and what sets it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cap {
+    /// Most the fix can save, % of the launch's time.
+    pub pct: f64,
+    /// The unit whose headroom sets the cap ("DRAM", "SM", "launch cost", ...).
+    pub unit: String,
+    /// That unit's utilisation, % of peak (for the launch cost: its share of the duration).
+    pub unit_pct: f64,
+}
+
+/// The most a fix of category `c` can save: the headroom of the busiest unit it does not relieve,
+/// and the launch's time above the fixed launch cost. `None` when nothing bounds it (no utilisation
+/// and no duration measured).
+pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
+    let rel = relieves(c);
+    let mut best: Option<Cap> = None;
+    for (unit, pct, _) in utilisation(f) {
+        let relieved = match rel {
+            Relieves::Nothing => false,
+            Relieves::Sm => unit == "SM",
+            Relieves::Memory => unit != "SM",
+        };
+        if relieved {
+            continue;
+        }
+        let c = Cap { pct: (100.0 - pct).max(0.0), unit: unit.to_string(), unit_pct: pct };
+        if best.as_ref().is_none_or(|b| c.pct < b.pct) {
+            best = Some(c);
+        }
+    }
+    if let Some(d) = f.duration_ns.as_ref().map(|d| d.value).filter(|d| *d > 0.0) {
+        let floor = (100.0 * (1.0 - t::LAUNCH_FLOOR_NS / d)).max(0.0);
+        if best.as_ref().is_none_or(|b| floor < b.pct) {
+            best = Some(Cap { pct: floor, unit: "launch cost".into(), unit_pct: 100.0 * (t::LAUNCH_FLOOR_NS / d).min(1.0) });
+        }
+    }
+    best
+}
+
+/// `raw` capped by [`cap`], clamped to 0..=100.
+pub fn bounded(c: Category, f: &Facts, raw: f64) -> f64 {
+    let raw = raw.clamp(0.0, 100.0);
+    cap(c, f).map_or(raw, |cap| raw.min(cap.pct))
+}
+
+fn v(x: &Option<crate::facts::Fact>) -> Option<f64> {
+    x.as_ref().map(|x| x.value)
+}
+
+/// Number of SMs that run blocks: the grid's blocks, at most the SM count.
+fn busy_sms(f: &Facts) -> Option<f64> {
+    match (v(&f.grid_blocks), v(&f.sm_count)) {
+        (Some(g), Some(s)) => Some(g.min(s).max(1.0)),
+        (None, Some(s)) => Some(s),
+        (Some(g), None) if g <= 1.0 => Some(1.0),
+        _ => None,
+    }
+}
+
+/// Shared-memory bank conflicts (docs/estimates.md, "shared-bank-conflicts"): each extra wavefront
+/// costs one cycle of the SM's shared-memory pipe, so the extra wavefronts on one SM over the
+/// elapsed cycles are the share of time they take when that pipe is on the critical path.
+/// Returns `(estimate %, extra wavefronts per SM)`.
+pub fn bank_conflicts(f: &Facts) -> Option<(f64, f64)> {
+    let excess = v(&f.shared_excess_wavefronts)?;
+    let per_sm = excess / busy_sms(f)?;
+    let cycles = v(&f.elapsed_cycles).filter(|c| *c > 0.0)?;
+    Some((100.0 * per_sm / cycles, per_sm))
+}
+
+/// Lanes idle in an average warp instruction (docs/estimates.md, "divergence"): a warp-uniform
+/// version issues `active/full` of the instructions; the saving is that share of the issue time
+/// when the issue rate is known, else of the whole time.
+pub fn inactive_lanes(active: f64, full: f64, issue_pct: Option<f64>) -> f64 {
+    let idle = (1.0 - active / full).max(0.0);
+    100.0 * idle * issue_pct.map_or(1.0, |i| (i / 100.0).clamp(0.0, 1.0))
+}
+
+/// Divergent branch targets alone (docs/estimates.md, "divergence"): calibrated on measured twins.
+pub fn divergent_branches(divergent_pct: f64) -> f64 {
+    t::DIVERGENT_BRANCH_COST * divergent_pct
+}
+
+/// Wasted share of global sectors (docs/estimates.md, "memory-coalescing"): per direction
+/// `1 - bytes used / 32`, weighted by the sectors each direction moves when the counts are known.
+/// Returns `(estimate %, wasted share of all global L1 sectors %)`.
+pub fn coalescing_waste(f: &Facts) -> Option<f64> {
+    if let Some(e) = v(&f.global_excessive_sectors_pct) {
+        return Some(e);
+    }
+    let ld = v(&f.global_load_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
+    let st = v(&f.global_store_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
+    let (nl, ns) = (v(&f.global_load_sectors), v(&f.global_store_sectors));
+    let waste = match (ld, st, nl, ns) {
+        (Some(a), Some(b), Some(x), Some(y)) if x + y > 0.0 => (a * x + b * y) / (x + y),
+        (Some(a), None, _, _) => a,
+        (None, Some(b), _, _) => b,
+        // Both directions but no counts: the loads usually dominate; the smaller waste is the safe side.
+        (Some(a), Some(b), _, _) => a.min(b),
+        (None, None, ..) => {
+            // Only sectors per request: 16 sectors is the most an aligned 16-byte access can need.
+            let spr = [v(&f.global_load_sectors_per_request), v(&f.global_store_sectors_per_request)].into_iter().flatten().fold(0.0, f64::max);
+            if spr > t::MAX_SECTORS_PER_REQUEST {
+                1.0 - t::MAX_SECTORS_PER_REQUEST / spr
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(100.0 * waste)
+}
+
+/// Occupancy (docs/estimates.md, "occupancy"): more warps can at most fill the empty warp slots.
+pub fn occupancy(theoretical_pct: f64) -> f64 {
+    100.0 - theoretical_pct
+}
+
+/// Achieved below theoretical occupancy (docs/estimates.md, "occupancy"): the empty share of the slots the launch could fill.
+pub fn occupancy_gap(theoretical_pct: f64, achieved_pct: f64) -> f64 {
+    100.0 * (theoretical_pct - achieved_pct).max(0.0) / theoretical_pct.max(1e-9)
+}
+
+/// Too few blocks (docs/estimates.md, "grid-too-small"): the idle SMs' share.
+pub fn grid(blocks: f64, sms: f64) -> f64 {
+    100.0 * (1.0 - blocks / sms).max(0.0)
+}
+
+/// Tail effect (docs/estimates.md, "tail-effect"): perfectly balanced waves would take `waves`
+/// wave-times instead of `ceil(waves)`.
+pub fn tail(waves: f64) -> f64 {
+    if waves <= 1.0 {
+        return 0.0;
+    }
+    100.0 * (waves.ceil() - waves) / waves.ceil()
+}
+
+/// Block size not a multiple of 32 (docs/estimates.md, "block-size"): idle lanes of the issued ones.
+pub fn block_size(threads: f64) -> f64 {
+    let warps = (threads / t::WARP_SIZE).ceil();
+    100.0 * (warps * t::WARP_SIZE - threads) / (warps * t::WARP_SIZE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{Fact, Facts};
+
+    fn fact(key: &'static str, value: f64) -> Option<Fact> {
+        Some(Fact { key, label: key, value, unit: "", evidence: vec![] })
+    }
+
+    fn facts(sm: f64, dram: f64, duration_ns: f64) -> Facts {
+        Facts {
+            sm_throughput_pct: fact("sm_throughput_pct", sm),
+            dram_throughput_pct: fact("dram_throughput_pct", dram),
+            duration_ns: fact("duration_ns", duration_ns),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn caps_follow_the_units_a_fix_relieves() {
+        let f = facts(46.5, 91.7, 239_008.0);
+        // Occupancy relieves nothing: DRAM at 91.7% leaves 8.3%.
+        let c = cap(Category::OccupancyOther, &f).unwrap();
+        assert_eq!(c.unit, "DRAM");
+        approx::assert_relative_eq!(c.pct, 8.3, epsilon = 1e-9);
+        // Bank conflicts relieve the SM: DRAM still bounds them.
+        approx::assert_relative_eq!(bounded(Category::SharedBankConflicts, &f, 50.0), 8.3, epsilon = 1e-9);
+        // Coalescing relieves memory: the SM's headroom (53.5%) bounds it.
+        approx::assert_relative_eq!(bounded(Category::MemoryCoalescing, &f, 70.0), 53.5, epsilon = 1e-9);
+        approx::assert_relative_eq!(bounded(Category::MemoryCoalescing, &f, 20.0), 20.0, epsilon = 1e-9);
+    }
+
+    #[test]
+    fn launch_cost_bounds_short_launches() {
+        // A 2.5 us launch: no fix of its code removes the 1.5 us launch cost.
+        let f = facts(0.1, 0.5, 2500.0);
+        let c = cap(Category::GridTooSmall, &f).unwrap();
+        assert_eq!(c.unit, "launch cost");
+        approx::assert_relative_eq!(c.pct, 40.0, epsilon = 1e-9);
+        // Long launches are bounded by units only.
+        assert_eq!(cap(Category::GridTooSmall, &facts(10.0, 20.0, 1e6)).unwrap().unit, "DRAM");
+    }
+
+    #[test]
+    fn bank_conflicts_cost_a_cycle_per_extra_wavefront() {
+        // smemSquare setColReadCol on an RTX 4090: 1984 extra wavefronts, one block, 2560 ns at 2.52 GHz;
+        // the padded twin is 32.5% faster.
+        let f = Facts {
+            shared_excess_wavefronts: fact("shared_excess_wavefronts", 1984.0),
+            grid_blocks: fact("grid_blocks", 1.0),
+            sm_count: fact("sm_count", 128.0),
+            elapsed_cycles: fact("elapsed_cycles", 2560.0 * 2.52),
+            ..Facts::default()
+        };
+        let (est, per_sm) = bank_conflicts(&f).unwrap();
+        assert_eq!(per_sm, 1984.0);
+        assert!((est - 30.75).abs() < 0.1, "{est}");
+        // Spread over 128 SMs the same count is 1/128 of the cost.
+        let f = Facts { grid_blocks: fact("grid_blocks", 4096.0), ..f };
+        assert!(bank_conflicts(&f).unwrap().0 < 0.3);
+    }
+
+    #[test]
+    fn formulas() {
+        approx::assert_relative_eq!(inactive_lanes(8.0, 32.0, None), 75.0);
+        approx::assert_relative_eq!(inactive_lanes(8.0, 32.0, Some(40.0)), 30.0);
+        approx::assert_relative_eq!(divergent_branches(9.68), 29.04, epsilon = 1e-9);
+        approx::assert_relative_eq!(occupancy(18.75), 81.25);
+        approx::assert_relative_eq!(occupancy_gap(100.0, 74.45), 25.55, epsilon = 1e-9);
+        approx::assert_relative_eq!(grid(96.0, 132.0), 27.27, epsilon = 0.01);
+        approx::assert_relative_eq!(tail(1.25), 37.5);
+        approx::assert_relative_eq!(tail(78.77), 0.29, epsilon = 0.01);
+        assert_eq!(tail(0.7), 0.0);
+        approx::assert_relative_eq!(block_size(100.0), 21.875);
+    }
+
+    #[test]
+    fn coalescing_weights_directions_by_traffic() {
+        // One badly strided store stream among many coalesced loads is not a coalescing problem.
+        let f = Facts {
+            global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 32.0),
+            global_store_bytes_per_sector: fact("global_store_bytes_per_sector", 4.0),
+            global_load_sectors: fact("global_load_sectors", 1e6),
+            global_store_sectors: fact("global_store_sectors", 1e3),
+            ..Facts::default()
+        };
+        assert!(coalescing_waste(&f).unwrap() < 0.1);
+        // ncu's excessive-sectors share wins when present.
+        let f = Facts { global_excessive_sectors_pct: fact("global_excessive_sectors_pct", 0.0), ..f };
+        assert_eq!(coalescing_waste(&f), Some(0.0));
+        // 32 sectors per request with nothing else known: at least half of them are wasted.
+        let f = Facts { global_load_sectors_per_request: fact("global_load_sectors_per_request", 32.0), ..Facts::default() };
+        assert_eq!(coalescing_waste(&f), Some(50.0));
+    }
+}

@@ -1,0 +1,925 @@
+//! Diagnosis: each launch's regime, its causes ranked by the share of time they can explain, and
+//! estimates that physics allows; every threshold is in [`thresholds`], every formula and bound in
+//! [`estimate`] (written up in `docs/estimates.md`), every word in `expert/findings.toml` ([`text`]),
+//! and what a kernel is (library, generated, warp-specialised) in [`kind`].
+//!
+//! Findings are structured data (category, severity, the fact keys they rest on, an upper-bound
+//! estimate and what bounds it); later stages validate LLM findings against them.
+//! Ordering: first the causes that can explain the regime (for a memory-bound launch, those that
+//! reduce memory traffic) with an estimate of at least [`thresholds::SEVERITY_MEDIUM_PCT`], then the
+//! regime itself (memory-, compute-, latency- or launch-bound), then the rest, each group by
+//! estimate; a launch of a few microseconds leads with launch-bound. The first finding is the
+//! launch's primary problem.
+
+pub mod estimate;
+pub mod kind;
+pub mod text;
+
+use crate::facts::{BoundKind, Fact, Facts, Limiter};
+use crate::profile::{Launch, NcuRuleResult};
+pub use kind::{Family, KernelKind};
+use serde::Serialize;
+
+/// Every number the rules compare against, in one place. Each says where it comes from.
+pub mod thresholds {
+    /// A unit at or above this % of peak is "busy": Nsight Compute's speed-of-light rule
+    /// (SOLBottleneck) calls throughput under 60% of peak a latency problem.
+    pub const SOL_BUSY_PCT: f64 = 60.0;
+    /// Below this top throughput a launch whose grid has fewer blocks than SMs is "grid too small"
+    /// (same 60% as above; LaunchStats' small-grid rule compares blocks to SMs).
+    pub const SOL_LOW_PCT: f64 = 60.0;
+    /// At or above this % of peak a unit is saturated (ncu's SOL rule: "above 80%").
+    pub const SOL_SATURATED_PCT: f64 = 80.0;
+    /// Global loads/stores using fewer bytes per 32-byte sector than this are uncoalesced
+    /// (keet's choice: half of every sector fetched is wasted).
+    pub const COALESCED_MIN_BYTES_PER_SECTOR: f64 = 16.0;
+    /// Share of global sectors beyond the ideal pattern that counts as uncoalesced
+    /// (keet's choice, the quantity is ncu's UncoalescedGlobalAccess rule's "excessive sectors").
+    pub const EXCESSIVE_SECTORS_PCT: f64 = 20.0;
+    /// Sectors per request above which accesses are scattered whatever their width: 32 threads x 16 bytes
+    /// (the widest aligned access, float4) need 16 sectors; 4-byte words need 4.
+    pub const MAX_SECTORS_PER_REQUEST: f64 = 16.0;
+    /// Share of shared-memory wavefronts caused by bank conflicts that is worth fixing
+    /// (keet's choice; the quantity is ncu's shared-memory "excessive wavefronts").
+    pub const BANK_CONFLICT_PCT: f64 = 20.0;
+    /// Average active threads per warp instruction under which divergence matters (of 32; keet's choice:
+    /// a quarter of the lanes idle).
+    pub const DIVERGENCE_ACTIVE_THREADS: f64 = 24.0;
+    /// Share of uniform branch targets under which branches diverge enough to matter (keet's choice;
+    /// the quantity is ncu's "Branch Efficiency"-style `smsp__sass_average_branch_targets_threads_uniform.pct`).
+    pub const BRANCH_UNIFORM_PCT: f64 = 95.0;
+    /// Theoretical occupancy under which the occupancy limiter is reported (keet's choice; ncu's
+    /// occupancy rules report any limit below 100% but a kernel rarely gains above 50%).
+    pub const LOW_THEORETICAL_OCCUPANCY_PCT: f64 = 50.0;
+    /// Gap between theoretical and achieved occupancy worth reporting (ncu's AchievedOccupancy rule
+    /// compares the two; keet's threshold).
+    pub const OCCUPANCY_GAP_PCT: f64 = 20.0;
+    /// Warp size: a block size that is not a multiple of it wastes lanes (CUDA programming guide).
+    pub const WARP_SIZE: f64 = 32.0;
+    /// Idle share of the last wave worth reporting as a tail effect (keet's choice; ncu's TailEffect
+    /// rule estimates the same quantity).
+    pub const TAIL_IDLE_PCT: f64 = 20.0;
+    /// Tensor-pipe use under which a compute-bound, FLOP-heavy kernel "does not use tensor cores".
+    pub const TENSOR_UNUSED_PCT: f64 = 5.0;
+    /// FP64 pipe use at which the FP64 units are the bottleneck (keet's choice, same as SOL busy).
+    pub const FP64_BUSY_PCT: f64 = 60.0;
+    /// L2 atomic unit busy share at which atomics contend (keet's choice, same as SOL busy).
+    pub const ATOMIC_BUSY_PCT: f64 = 60.0;
+    /// Estimated speedup at or above which a finding is high severity; medium from the second value.
+    pub const SEVERITY_HIGH_PCT: f64 = 30.0;
+    pub const SEVERITY_MEDIUM_PCT: f64 = 10.0;
+    /// ... and the estimated gain as a share of the whole profile's time needed for high / medium
+    /// (keet's choice: a 50% saving on a launch that takes 0.1% of the profile is not high).
+    pub const HIGH_GAIN_SHARE_PCT: f64 = 5.0;
+    pub const MEDIUM_GAIN_SHARE_PCT: f64 = 1.0;
+    /// Estimates under this are no finding worth acting on (info).
+    pub const MIN_ESTIMATE_PCT: f64 = 1.0;
+    /// A launch shorter than this that does not fill one wave is launch-bound (keet's choice: launch
+    /// overhead and ramp-up are microseconds; the issue of tiny ATen and normalisation launches).
+    pub const TINY_LAUNCH_NS: f64 = 10_000.0;
+    /// The fixed cost of a launch that no change to its code removes: the shortest launches Nsight
+    /// Compute measures (gpu__time_duration of near-empty kernels) are 1.7-2.0 us on the RTX 4090 and
+    /// H200 profiles of the corpus; 1.5 us keeps estimates on the safe side.
+    pub const LAUNCH_FLOOR_NS: f64 = 1_500.0;
+    /// Time saved per percent of divergent branch targets, when active lanes were not collected
+    /// (calibrated: reduceNeighbored -> reduceNeighboredLess on an RTX 4090, 9.7% divergent targets,
+    /// 28.6% saved: about 3x; see docs/estimates.md).
+    pub const DIVERGENT_BRANCH_COST: f64 = 3.0;
+    /// Points by which an Nsight Compute estimate must exceed keet's bound to be called out.
+    pub const NCU_DISAGREE_MARGIN_PCT: f64 = 5.0;
+
+    /// The table above as data, for documentation and `keet inspect --thresholds`.
+    pub fn table() -> Vec<(&'static str, f64, &'static str)> {
+        vec![
+            ("SOL_BUSY_PCT", SOL_BUSY_PCT, "ncu SOLBottleneck rule: under 60% of peak is a latency problem"),
+            ("SOL_LOW_PCT", SOL_LOW_PCT, "small grid: fewer blocks than SMs and under this throughput"),
+            ("SOL_SATURATED_PCT", SOL_SATURATED_PCT, "ncu SOL rule: above 80% a unit is saturated"),
+            ("COALESCED_MIN_BYTES_PER_SECTOR", COALESCED_MIN_BYTES_PER_SECTOR, "keet: half of each 32-byte sector wasted"),
+            ("EXCESSIVE_SECTORS_PCT", EXCESSIVE_SECTORS_PCT, "keet, on ncu's excessive-sectors quantity"),
+            ("MAX_SECTORS_PER_REQUEST", MAX_SECTORS_PER_REQUEST, "16-byte accesses need 16; more is scattered"),
+            ("BANK_CONFLICT_PCT", BANK_CONFLICT_PCT, "keet, on ncu's excessive shared wavefronts"),
+            ("DIVERGENCE_ACTIVE_THREADS", DIVERGENCE_ACTIVE_THREADS, "keet: a quarter of the lanes idle"),
+            ("BRANCH_UNIFORM_PCT", BRANCH_UNIFORM_PCT, "keet, on ncu's uniform-branch-target share"),
+            ("LOW_THEORETICAL_OCCUPANCY_PCT", LOW_THEORETICAL_OCCUPANCY_PCT, "keet"),
+            ("OCCUPANCY_GAP_PCT", OCCUPANCY_GAP_PCT, "keet, on ncu's achieved-vs-theoretical comparison"),
+            ("WARP_SIZE", WARP_SIZE, "CUDA programming guide"),
+            ("TAIL_IDLE_PCT", TAIL_IDLE_PCT, "keet, on ncu's tail-effect quantity"),
+            ("TENSOR_UNUSED_PCT", TENSOR_UNUSED_PCT, "keet"),
+            ("FP64_BUSY_PCT", FP64_BUSY_PCT, "keet (= SOL busy)"),
+            ("ATOMIC_BUSY_PCT", ATOMIC_BUSY_PCT, "keet (= SOL busy)"),
+            ("SEVERITY_HIGH_PCT", SEVERITY_HIGH_PCT, "keet: estimated speedup for high severity"),
+            ("SEVERITY_MEDIUM_PCT", SEVERITY_MEDIUM_PCT, "keet: estimated speedup for medium severity"),
+            ("HIGH_GAIN_SHARE_PCT", HIGH_GAIN_SHARE_PCT, "keet: estimated gain, % of the profile, for high severity"),
+            ("MEDIUM_GAIN_SHARE_PCT", MEDIUM_GAIN_SHARE_PCT, "keet: estimated gain, % of the profile, for medium severity"),
+            ("MIN_ESTIMATE_PCT", MIN_ESTIMATE_PCT, "keet: smaller estimates are info"),
+            ("TINY_LAUNCH_NS", TINY_LAUNCH_NS, "keet: under this and under a wave, launch-bound"),
+            ("LAUNCH_FLOOR_NS", LAUNCH_FLOOR_NS, "shortest launches measured in the corpus (1.7-2.0 us)"),
+            ("DIVERGENT_BRANCH_COST", DIVERGENT_BRANCH_COST, "calibrated on reduceNeighbored/Less (RTX 4090)"),
+            ("NCU_DISAGREE_MARGIN_PCT", NCU_DISAGREE_MARGIN_PCT, "keet: margin before disagreeing with ncu"),
+        ]
+    }
+}
+
+use thresholds as t;
+
+/// The closed list of problem categories (shared by rules, the LLM schema and the validator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Category {
+    ComputeBound,
+    MemoryBound,
+    LatencyBound,
+    GridTooSmall,
+    BlockSize,
+    TailEffect,
+    OccupancyRegisters,
+    OccupancySharedMemory,
+    OccupancyOther,
+    MemoryCoalescing,
+    SharedBankConflicts,
+    Divergence,
+    RegisterSpilling,
+    TensorCoreUnused,
+    Fp64,
+    AtomicsContention,
+}
+
+impl Category {
+    pub const ALL: [Category; 16] = [
+        Category::ComputeBound,
+        Category::MemoryBound,
+        Category::LatencyBound,
+        Category::GridTooSmall,
+        Category::BlockSize,
+        Category::TailEffect,
+        Category::OccupancyRegisters,
+        Category::OccupancySharedMemory,
+        Category::OccupancyOther,
+        Category::MemoryCoalescing,
+        Category::SharedBankConflicts,
+        Category::Divergence,
+        Category::RegisterSpilling,
+        Category::TensorCoreUnused,
+        Category::Fp64,
+        Category::AtomicsContention,
+    ];
+
+    /// The kebab-case name used in JSON, schemas and labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::ComputeBound => "compute-bound",
+            Category::MemoryBound => "memory-bound",
+            Category::LatencyBound => "latency-bound",
+            Category::GridTooSmall => "grid-too-small",
+            Category::BlockSize => "block-size",
+            Category::TailEffect => "tail-effect",
+            Category::OccupancyRegisters => "occupancy-registers",
+            Category::OccupancySharedMemory => "occupancy-shared-memory",
+            Category::OccupancyOther => "occupancy-other",
+            Category::MemoryCoalescing => "memory-coalescing",
+            Category::SharedBankConflicts => "shared-bank-conflicts",
+            Category::Divergence => "divergence",
+            Category::RegisterSpilling => "register-spilling",
+            Category::TensorCoreUnused => "tensor-core-unused",
+            Category::Fp64 => "fp64",
+            Category::AtomicsContention => "atomics-contention",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Speed-of-light classifications are context, not a specific problem.
+    pub fn is_bound(self) -> bool {
+        matches!(self, Category::ComputeBound | Category::MemoryBound | Category::LatencyBound)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    High,
+    Medium,
+    Low,
+    Info,
+}
+
+
+/// One rule finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Which rule fired ("uncoalesced-global", ...).
+    pub rule: &'static str,
+    pub category: Category,
+    pub severity: Severity,
+    /// One sentence, numbers taken from the facts it cites.
+    pub claim: String,
+    /// Why it costs time on this GPU, in this kernel, with its numbers and the bound on the estimate.
+    pub explanation: String,
+    /// What to change, for who controls the code (the user's own kernel, a library, generated code).
+    pub suggestion: String,
+    /// Keys of the facts the finding rests on (see [`Facts::get`]).
+    pub facts: Vec<&'static str>,
+    /// Upper-bound estimate of the kernel-time reduction if fixed, percent (bounded by [`estimate::cap`]).
+    pub estimated_speedup_pct: Option<f64>,
+    /// What caps the estimate: the busiest unit the fix does not relieve, or the launch cost.
+    pub bound: Option<estimate::Cap>,
+}
+
+/// A section a verdict needs that the profile lacks, and the ncu option that collects it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    pub what: &'static str,
+    pub ncu_option: &'static str,
+}
+
+/// The launch as a whole: its regime in one line, what it is, what the profile lacks, and where keet
+/// and Nsight Compute's own rules disagree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// "memory-bound", "compute-bound", "latency-bound", "grid-bound", "launch-bound", or "unknown".
+    pub regime: &'static str,
+    /// One line: the regime, its unit and the largest cause, with numbers.
+    pub summary: String,
+    pub kernel: KernelKind,
+    pub missing: Vec<Missing>,
+    /// Nsight Compute estimates that physics does not allow, each with keet's reasoning.
+    pub ncu_disagreements: Vec<String>,
+}
+
+/// Rule findings for one launch, with Nsight Compute's own rule results kept beside them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuleReport {
+    pub findings: Vec<Finding>,
+    pub ncu_rules: Vec<NcuRuleResult>,
+    pub diagnosis: Diagnosis,
+}
+
+impl RuleReport {
+    /// The launch's primary problem: the first finding.
+    pub fn primary(&self) -> Option<&Finding> {
+        self.findings.first()
+    }
+}
+
+/// Evaluates the rules for one launch. `time_share_pct` is the launch's share of the profile's time
+/// (severity follows the estimate in time of the profile); 100 for a launch judged alone.
+pub fn evaluate_launch(launch: &Launch, facts: &Facts, time_share_pct: f64) -> RuleReport {
+    let kernel = kind::recognise(&launch.name, facts);
+    let findings = evaluate_kind(facts, &kernel, time_share_pct);
+    let diagnosis = diagnose(launch, facts, kernel, &findings);
+    RuleReport { findings, ncu_rules: launch.ncu_rules.clone(), diagnosis }
+}
+
+fn v(f: &Option<Fact>) -> Option<f64> {
+    f.as_ref().map(|f| f.value)
+}
+
+/// Formats a number the way reports show it (and the validator accepts): up to 3 significant decimals.
+pub fn fmt_num(x: f64) -> String {
+    if x.abs() >= 1e15 || (x != 0.0 && x.abs() < 1e-3) {
+        return format!("{x:.3e}");
+    }
+    let s = if x.abs() >= 100.0 || x.fract() == 0.0 { format!("{x:.0}") } else if x.abs() >= 10.0 { format!("{x:.1}") } else { format!("{x:.2}") };
+    s
+}
+
+/// The rules for a user's kernel judged alone (no name, the whole profile).
+pub fn evaluate(f: &Facts) -> Vec<Finding> {
+    let kernel = KernelKind { origin: kind::Origin::User, library: None, family: kind::Family::Other, warp_specialized: false };
+    evaluate_kind(f, &kernel, 100.0)
+}
+
+/// Builds findings: computes the bounded estimate, renders the words.
+struct Builder<'a> {
+    f: &'a Facts,
+    kind: &'a KernelKind,
+    out: Vec<Finding>,
+}
+
+impl Builder<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        rule: &'static str,
+        category: Category,
+        facts: Vec<&'static str>,
+        raw_estimate: Option<f64>,
+        vars: serde_json::Value,
+        variant: Option<&str>,
+        by_design: bool,
+    ) {
+        let cap = estimate::cap(category, self.f);
+        let est = if by_design { None } else { raw_estimate.map(|r| estimate::bounded(category, self.f, r)) };
+        let mut vars = match vars {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        vars.insert("est".into(), est.unwrap_or(0.0).into());
+        vars.insert(
+            "bound".into(),
+            match &cap {
+                Some(c) => serde_json::json!({"unit": c.unit, "pct": c.unit_pct, "cap": c.pct}),
+                None => serde_json::json!({"unit": "none measured", "pct": 0.0, "cap": 100.0}),
+            },
+        );
+        let w = text::render(rule, self.kind, variant, by_design, serde_json::Value::Object(vars));
+        self.out.push(Finding {
+            rule,
+            category,
+            severity: if est.is_some() { Severity::Low } else { Severity::Info },
+            claim: w.claim,
+            explanation: w.why,
+            suggestion: w.fix,
+            facts,
+            estimated_speedup_pct: est,
+            bound: cap.filter(|_| est.is_some()),
+        });
+    }
+}
+
+/// The rules with what the kernel is and its share of the profile's time.
+pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<Finding> {
+    use serde_json::json;
+    let mut b = Builder { f, kind, out: Vec::new() };
+    let regime = f.bound.as_ref().map(|x| x.kind);
+    let units = crate::facts::utilisation(f);
+    let busiest = units.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
+    let busiest_mem = units.iter().copied().filter(|u| u.0 != "SM").max_by(|a, b| a.1.total_cmp(&b.1));
+    let sm = v(&f.sm_throughput_pct);
+    let by_design = kind.occupancy_by_design();
+
+    // Uncoalesced global access: the wasted share of the sectors moved.
+    if let Some(waste) = estimate::coalescing_waste(f).filter(|w| *w >= t::EXCESSIVE_SECTORS_PCT) {
+        let mut facts = vec![];
+        let mut parts = vec![];
+        let mut dirs = vec![];
+        if let Some(e) = v(&f.global_excessive_sectors_pct) {
+            facts.push("global_excessive_sectors_pct");
+            parts.push(format!("{}% of global sectors are excessive", fmt_num(e)));
+        }
+        for (key, val, what, dir) in [
+            ("global_load_bytes_per_sector", v(&f.global_load_bytes_per_sector), "loads use", "loads"),
+            ("global_store_bytes_per_sector", v(&f.global_store_bytes_per_sector), "stores use", "stores"),
+        ] {
+            if let Some(x) = val.filter(|x| *x < t::COALESCED_MIN_BYTES_PER_SECTOR) {
+                facts.push(key);
+                parts.push(format!("{what} {} of 32 bytes per sector", fmt_num(x)));
+                dirs.push(dir);
+            }
+        }
+        for (key, val, what, dir) in [
+            ("global_load_sectors_per_request", v(&f.global_load_sectors_per_request), "loads need", "loads"),
+            ("global_store_sectors_per_request", v(&f.global_store_sectors_per_request), "stores need", "stores"),
+        ] {
+            if let Some(x) = val.filter(|x| *x > t::MAX_SECTORS_PER_REQUEST) {
+                facts.push(key);
+                parts.push(format!("{what} {} sectors per request", fmt_num(x)));
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        for k in ["global_load_sectors", "global_store_sectors"] {
+            if f.get(k).is_some() && facts.iter().any(|x| x.starts_with(&k[..10])) {
+                facts.push(k);
+            }
+        }
+        let dir = match dirs.as_slice() {
+            ["loads"] => "loads",
+            ["stores"] => "stores",
+            _ => "memory accesses",
+        };
+        let (unit, unit_pct) = busiest_mem.map(|u| (u.0, u.1)).unwrap_or(("the memory system", 0.0));
+        b.push(
+            "uncoalesced-global",
+            Category::MemoryCoalescing,
+            facts,
+            Some(waste),
+            json!({"dir": dir, "detail": parts.join(", "), "waste": waste, "sectors_share": null, "unit": unit, "unit_pct": unit_pct}),
+            None,
+            false,
+        );
+    }
+
+    // Shared-memory bank conflicts: one shared-pipe cycle per extra wavefront.
+    if let Some(c) = v(&f.shared_bank_conflict_pct).filter(|c| *c >= t::BANK_CONFLICT_PCT) {
+        let measured = estimate::bank_conflicts(f);
+        // Without cycles: the conflicting share of the SM's work, when the SM's utilisation is known.
+        let raw = measured.map(|m| m.0).or_else(|| sm.map(|s| c * s / 100.0));
+        let mut facts = vec!["shared_bank_conflict_pct"];
+        for k in ["shared_excess_wavefronts", "elapsed_cycles"] {
+            if measured.is_some() && f.get(k).is_some() {
+                facts.push(k);
+            }
+        }
+        b.push(
+            "shared-bank-conflicts",
+            Category::SharedBankConflicts,
+            facts,
+            raw,
+            json!({
+                "excess": v(&f.shared_excess_wavefronts).or(v(&f.shared_bank_conflicts)).unwrap_or(0.0),
+                "conflict_pct": c,
+                "excess_per_sm": measured.map(|m| m.1),
+                "cycles": v(&f.elapsed_cycles),
+            }),
+            None,
+            false,
+        );
+    }
+
+    // Divergence: idle lanes of the average warp instruction, or divergent branch targets.
+    let mut thread_divergence = false;
+    if let Some(a) = v(&f.active_threads_per_warp) {
+        // Lanes missing because the block is not a multiple of 32 are the block-size rule's, not divergence.
+        let full = v(&f.block_threads)
+            .filter(|b| *b > 0.0)
+            .map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE))
+            .unwrap_or(t::WARP_SIZE);
+        if a < t::DIVERGENCE_ACTIVE_THREADS * full / t::WARP_SIZE {
+            thread_divergence = true;
+            let mut facts = vec!["active_threads_per_warp"];
+            if f.branch_uniform_pct.is_some() {
+                facts.push("branch_uniform_pct");
+            }
+            b.push(
+                "thread-divergence",
+                Category::Divergence,
+                facts,
+                Some(estimate::inactive_lanes(a, full, None)),
+                json!({"active": a, "full": full, "idle_pct": 100.0 * (1.0 - a / full), "issue_pct": null}),
+                None,
+                false,
+            );
+        }
+    }
+    if let Some(d) = v(&f.divergent_branch_pct) {
+        // When the divergent-target count is known, it must be non-zero (a one-thread warp reports 0% uniform).
+        let diverged = v(&f.divergent_branch_targets).is_none_or(|d| d > 0.0);
+        if d > 100.0 - t::BRANCH_UNIFORM_PCT && !thread_divergence && diverged {
+            let facts = vec!["divergent_branch_pct"];
+            b.push(
+                "divergent-branches",
+                Category::Divergence,
+                facts,
+                Some(estimate::divergent_branches(d)),
+                json!({"divergent": d, "factor": t::DIVERGENT_BRANCH_COST}),
+                None,
+                false,
+            );
+        }
+    }
+
+    // Occupancy limiter: by design for library, generated and warp-specialised kernels.
+    if let (Some(th), Some(lim)) = (v(&f.theoretical_occupancy_pct), &f.occupancy_limit) {
+        if th < t::LOW_THEORETICAL_OCCUPANCY_PCT {
+            let (cat, variant) = match lim.limiter {
+                Limiter::Registers => (Category::OccupancyRegisters, "registers"),
+                Limiter::SharedMemory => (Category::OccupancySharedMemory, "shared"),
+                _ => (Category::OccupancyOther, "other"),
+            };
+            let mut facts = vec!["theoretical_occupancy_pct", "occupancy_limit_blocks_per_sm"];
+            let registers = (lim.limiter == Limiter::Registers).then(|| v(&f.registers_per_thread)).flatten();
+            let smem = (lim.limiter == Limiter::SharedMemory).then(|| v(&f.shared_mem_per_block_bytes)).flatten();
+            if registers.is_some() {
+                facts.push("registers_per_thread");
+            }
+            if smem.is_some() {
+                facts.push("shared_mem_per_block_bytes");
+            }
+            b.push(
+                "occupancy-limiter",
+                cat,
+                facts,
+                Some(estimate::occupancy(th)),
+                json!({
+                    "theoretical": th, "limiter": lim.limiter.label(), "registers": registers, "smem": smem,
+                    "blocks": lim.blocks_per_sm.value, "idle": 100.0 - th, "warp_specialized": kind.warp_specialized,
+                }),
+                Some(variant),
+                by_design,
+            );
+        }
+    }
+    let grid_short = f.grid_blocks.as_ref().zip(f.sm_count.as_ref()).map(|(g, s)| g.value < s.value);
+    let under_a_wave = v(&f.waves_per_sm).is_some_and(|w| w < 1.0);
+    if let (Some(th), Some(ach)) = (v(&f.theoretical_occupancy_pct), v(&f.achieved_occupancy_pct)) {
+        // Under one wave or a short grid, the grid explains the gap; a launch of a few microseconds ramps up and down.
+        if th - ach >= t::OCCUPANCY_GAP_PCT && grid_short != Some(true) && !under_a_wave && regime != Some(BoundKind::Launch) {
+            b.push(
+                "achieved-occupancy-gap",
+                Category::OccupancyOther,
+                vec!["achieved_occupancy_pct", "theoretical_occupancy_pct"],
+                Some(estimate::occupancy_gap(th, ach)),
+                json!({"achieved": ach, "theoretical": th}),
+                None,
+                by_design,
+            );
+        }
+    }
+
+    // Launch shape; a launch of a few microseconds is launch-bound whatever its shape.
+    let duration_us = v(&f.duration_ns).map(|d| d / 1000.0);
+    if regime == Some(BoundKind::Launch) {
+        let (cat, raw) = match (grid_short, v(&f.grid_blocks), v(&f.sm_count)) {
+            (Some(true), Some(g), Some(s)) => (Category::GridTooSmall, estimate::grid(g, s)),
+            _ => (Category::LatencyBound, 100.0 - busiest.map_or(0.0, |b| b.1)),
+        };
+        let mut facts = vec!["duration_ns"];
+        if cat == Category::GridTooSmall {
+            facts.extend(["grid_blocks", "sm_count"]);
+        }
+        if let Some(bu) = busiest {
+            facts.push(bu.2);
+        }
+        b.push(
+            "launch-bound",
+            cat,
+            facts,
+            Some(raw),
+            json!({"duration_us": duration_us.unwrap_or(0.0), "grid": v(&f.grid_blocks), "sms": v(&f.sm_count), "busiest": busiest.map_or(0.0, |b| b.1)}),
+            None,
+            false,
+        );
+    } else if let (Some(true), Some(g), Some(s)) = (grid_short, v(&f.grid_blocks), v(&f.sm_count)) {
+        let raw = estimate::grid(g, s);
+        let floor_capped = estimate::cap(Category::GridTooSmall, f).is_some_and(|c| c.unit == "launch cost" && c.pct < raw);
+        b.push(
+            "grid-too-small",
+            Category::GridTooSmall,
+            vec!["grid_blocks", "sm_count"],
+            Some(raw),
+            json!({"grid": g, "sms": s, "idle_pct": raw, "idle_sms": s - g, "floor_capped": floor_capped, "duration_us": duration_us.unwrap_or(0.0)}),
+            None,
+            false,
+        );
+    }
+    if let Some(threads) = v(&f.block_threads) {
+        let rem = threads % t::WARP_SIZE;
+        if rem != 0.0 {
+            b.push(
+                "block-size-not-warp-multiple",
+                Category::BlockSize,
+                vec!["block_threads"],
+                Some(estimate::block_size(threads)),
+                json!({"threads": threads, "idle_lanes": t::WARP_SIZE - rem}),
+                None,
+                false,
+            );
+        }
+    }
+    if let (Some(tail), Some(w)) = (v(&f.tail_idle_pct), v(&f.waves_per_sm)) {
+        if tail >= t::TAIL_IDLE_PCT {
+            b.push("tail-effect", Category::TailEffect, vec!["tail_idle_pct", "waves_per_sm"], Some(estimate::tail(w)), json!({"waves": w, "tail": tail}), None, false);
+        }
+    }
+
+    // Spilling (no estimate: the traffic's share is not measured).
+    if let Some(sp) = v(&f.spill_instructions).filter(|s| *s > 0.0) {
+        let mut facts = vec!["spill_instructions"];
+        if f.local_memory_sectors.is_some() {
+            facts.push("local_memory_sectors");
+        }
+        b.push("register-spilling", Category::RegisterSpilling, facts, None, json!({"spills": sp}), None, false);
+    }
+
+    // Pipes: FP64, tensor cores, atomics (rough: half the busy time, then bounded).
+    if let Some(p) = v(&f.fp64_pipe_pct).filter(|p| *p >= t::FP64_BUSY_PCT) {
+        b.push("fp64-pipe", Category::Fp64, vec!["fp64_pipe_pct"], Some(p * 0.5), json!({"pipe": p}), None, false);
+    }
+    if regime == Some(BoundKind::Compute) {
+        let fp = v(&f.roofline.fp32_flop).unwrap_or(0.0) + v(&f.roofline.fp16_flop).unwrap_or(0.0);
+        let dp = v(&f.roofline.fp64_flop).unwrap_or(0.0);
+        if let Some(tp) = v(&f.tensor_pipe_pct).filter(|tp| *tp < t::TENSOR_UNUSED_PCT) {
+            if fp > 0.0 && fp > dp {
+                let mut facts = vec!["tensor_pipe_pct", "sm_throughput_pct"];
+                if f.roofline.fp32_flop.is_some() {
+                    facts.push("fp32_flop");
+                }
+                let s = sm.unwrap_or(0.0);
+                b.push("tensor-cores-unused", Category::TensorCoreUnused, facts, Some(s * 0.5), json!({"sm": s, "tensor": tp}), None, false);
+            }
+        }
+    }
+    if let Some(a) = v(&f.l2_atomic_busy_pct).filter(|a| *a >= t::ATOMIC_BUSY_PCT) {
+        let mut facts = vec!["l2_atomic_busy_pct"];
+        if f.atomic_requests.is_some() {
+            facts.push("atomic_requests");
+        }
+        b.push("atomic-contention", Category::AtomicsContention, facts, Some(a * 0.5), json!({"busy": a}), None, false);
+    }
+
+    // The regime itself.
+    let mem = v(&f.memory_throughput_pct).unwrap_or(0.0);
+    if let Some(bound) = &f.bound {
+        match bound.kind {
+            BoundKind::Memory => {
+                let (unit, pct, key) = busiest_mem.unwrap_or(("memory", mem, "memory_throughput_pct"));
+                let mut facts = vec![key];
+                if f.sm_throughput_pct.is_some() {
+                    facts.push("sm_throughput_pct");
+                }
+                b.push(
+                    "sol-memory",
+                    Category::MemoryBound,
+                    facts,
+                    None,
+                    json!({"unit": unit, "unit_pct": pct, "sm": sm.unwrap_or(0.0), "headroom": 100.0 - pct}),
+                    None,
+                    false,
+                );
+            }
+            BoundKind::Compute => {
+                let s = sm.unwrap_or(0.0);
+                let mut facts = vec!["sm_throughput_pct"];
+                if f.memory_throughput_pct.is_some() {
+                    facts.push("memory_throughput_pct");
+                }
+                b.push("sol-compute", Category::ComputeBound, facts, None, json!({"sm": s, "mem": mem, "headroom": 100.0 - s}), None, false);
+            }
+            BoundKind::Latency => {
+                let (unit, pct, key) = busiest.unwrap_or(("none", 0.0, "memory_throughput_pct"));
+                let mut facts = vec![key];
+                let stall = f.stalls.first();
+                if let Some(s) = stall {
+                    facts.push(s.cycles_per_issue.key);
+                }
+                b.push(
+                    "sol-latency",
+                    Category::LatencyBound,
+                    facts,
+                    Some(100.0 - pct),
+                    json!({
+                        "unit": unit, "busiest": pct,
+                        "stall": stall.map(|s| s.reason.replace('_', " ")),
+                        "stall_share": stall.and_then(|s| s.share_pct).unwrap_or(0.0),
+                        "stall_hint": stall.map(|s| text::stall_hint(&s.reason)).unwrap_or(""),
+                    }),
+                    None,
+                    false,
+                );
+            }
+            BoundKind::GridTooSmall | BoundKind::Launch => {}
+        }
+    }
+    // Findings may only cite facts that exist.
+    for x in &mut b.out {
+        x.facts.retain(|k| f.get(k).is_some());
+    }
+    order_and_grade(b.out, f, time_share_pct)
+}
+
+/// Orders findings (the causes that explain the regime, the regime, then the rest, each by estimate)
+/// and sets severities from the bounded estimate in time of the profile.
+fn order_and_grade(mut out: Vec<Finding>, f: &Facts, time_share_pct: f64) -> Vec<Finding> {
+    let regime = f.bound.as_ref().map(|b| b.kind);
+    let is_regime = |x: &Finding| matches!(x.rule, "sol-memory" | "sol-compute" | "sol-latency" | "launch-bound");
+    let explains_regime = |x: &Finding| {
+        let big = x.estimated_speedup_pct.is_some_and(|e| e >= t::SEVERITY_MEDIUM_PCT);
+        big && !is_regime(x)
+            && match regime {
+                Some(BoundKind::Memory) => estimate::relieves(x.category) == estimate::Relieves::Memory,
+                Some(BoundKind::Compute) => estimate::relieves(x.category) == estimate::Relieves::Sm,
+                Some(BoundKind::Launch) => false,
+                _ => true,
+            }
+    };
+    let share = time_share_pct.clamp(0.0, 100.0);
+    for x in &mut out {
+        x.severity = match x.estimated_speedup_pct {
+            _ if regime == Some(BoundKind::Launch) && !is_regime(x) => Severity::Info,
+            None if matches!(x.rule, "sol-memory" | "sol-compute") => {
+                let pct = x.bound.as_ref().map(|b| b.unit_pct).or_else(|| f.bound.as_ref().and_then(|b| b.busiest_pct)).unwrap_or(0.0);
+                if share < t::MEDIUM_GAIN_SHARE_PCT {
+                    Severity::Low
+                } else if pct >= t::SOL_SATURATED_PCT {
+                    Severity::High
+                } else {
+                    Severity::Medium
+                }
+            }
+            None => Severity::Info,
+            Some(e) if e < t::MIN_ESTIMATE_PCT => Severity::Info,
+            Some(e) => {
+                let gain_share = e * share / 100.0;
+                if e >= t::SEVERITY_HIGH_PCT && gain_share >= t::HIGH_GAIN_SHARE_PCT {
+                    Severity::High
+                } else if e >= t::SEVERITY_MEDIUM_PCT && gain_share >= t::MEDIUM_GAIN_SHARE_PCT {
+                    Severity::Medium
+                } else {
+                    Severity::Low
+                }
+            }
+        };
+    }
+    let rank = |x: &Finding| -> u8 {
+        if regime == Some(BoundKind::Launch) && is_regime(x) {
+            0
+        } else if explains_regime(x) {
+            1
+        } else if is_regime(x) {
+            2
+        } else if x.severity != Severity::Info {
+            3
+        } else {
+            4
+        }
+    };
+    out.sort_by(|a, b| {
+        rank(a).cmp(&rank(b)).then(b.estimated_speedup_pct.unwrap_or(-1.0).total_cmp(&a.estimated_speedup_pct.unwrap_or(-1.0)))
+    });
+    out
+}
+
+/// The launch's regime in one line, what is missing, and where ncu's estimates exceed the bounds.
+fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]) -> Diagnosis {
+    let regime = match f.bound.as_ref().map(|b| b.kind) {
+        Some(BoundKind::Memory) => "memory-bound",
+        Some(BoundKind::Compute) => "compute-bound",
+        Some(BoundKind::Latency) => "latency-bound",
+        Some(BoundKind::GridTooSmall) => "grid-bound",
+        Some(BoundKind::Launch) => "launch-bound",
+        None => "unknown",
+    };
+    let busiest = f.bound.as_ref().and_then(|b| b.busiest_unit.zip(b.busiest_pct));
+    let mut summary = match (regime, busiest) {
+        ("unknown", _) => "regime unknown: the profile has no throughput metrics".to_string(),
+        ("memory-bound" | "compute-bound", Some((u, p))) => {
+            format!("{regime} on {u} at {}% of peak: a fix that does not reduce {u} work saves at most {}%", fmt_num(p), fmt_num(100.0 - p))
+        }
+        ("launch-bound", b) => format!(
+            "launch-bound: {} µs{}, busiest unit {}",
+            v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_else(|| "?".into()),
+            v(&f.grid_blocks).map(|g| format!(", {} block(s)", fmt_num(g))).unwrap_or_default(),
+            b.map(|(u, p)| format!("{u} at {}%", fmt_num(p))).unwrap_or_else(|| "unknown".into())
+        ),
+        (_, Some((u, p))) => format!("{regime}: busiest unit {u} at {}% of peak", fmt_num(p)),
+        (_, None) => regime.to_string(),
+    };
+    if let Some(top) = findings.iter().find(|x| x.severity != Severity::Info && !x.category.is_bound() && x.rule != "launch-bound") {
+        if let Some(e) = top.estimated_speedup_pct {
+            summary.push_str(&format!("; largest cause: {} (up to {}%)", top.category.as_str(), fmt_num(e)));
+        }
+    }
+    if regime == "latency-bound" {
+        match f.stalls.first() {
+            Some(s) => summary.push_str(&format!(
+                "; top stall {} ({}% of stall cycles)",
+                s.reason.replace('_', " "),
+                s.share_pct.map(fmt_num).unwrap_or_else(|| "?".into())
+            )),
+            None => summary.push_str("; stall reasons not collected"),
+        }
+    }
+
+    let mut missing = Vec::new();
+    if f.sm_throughput_pct.is_none() && f.memory_throughput_pct.is_none() {
+        missing.push(Missing { what: "speed of light (SM and memory throughput): the regime", ncu_option: "--section SpeedOfLight" });
+    }
+    if f.stalls.is_empty() && matches!(regime, "latency-bound" | "grid-bound" | "unknown") {
+        missing.push(Missing { what: "warp stall reasons: what the warps wait on", ncu_option: "--section WarpStateStats" });
+    }
+    if f.theoretical_occupancy_pct.is_none() {
+        missing.push(Missing { what: "occupancy and its limiter", ncu_option: "--section Occupancy" });
+    }
+    if f.sm_count.is_none() || f.grid_blocks.is_none() {
+        missing.push(Missing { what: "launch shape against the GPU (blocks, SMs, waves)", ncu_option: "--section LaunchStats" });
+    }
+    if regime == "memory-bound" && f.global_load_bytes_per_sector.is_none() && f.global_excessive_sectors_pct.is_none() {
+        missing.push(Missing { what: "access-pattern efficiency (bytes used per sector)", ncu_option: "--section MemoryWorkloadAnalysis_Tables --section SourceCounters" });
+    }
+    if launch.source.is_none() && kernel.origin == kind::Origin::User && regime != "launch-bound" {
+        missing.push(Missing { what: "source lines with the most stalls", ncu_option: "--section SourceCounters --import-source yes (compile with -lineinfo)" });
+    }
+
+    let mut ncu_disagreements = Vec::new();
+    for r in &launch.ncu_rules {
+        let Some(x) = r.speedup_pct else { continue };
+        let proxy = match ncu_rule_relieves(&r.rule) {
+            estimate::Relieves::Nothing => Category::OccupancyOther,
+            estimate::Relieves::Sm => Category::SharedBankConflicts,
+            estimate::Relieves::Memory => Category::MemoryCoalescing,
+        };
+        if let Some(c) = estimate::cap(proxy, f) {
+            if x > c.pct + t::NCU_DISAGREE_MARGIN_PCT {
+                let why = if c.unit == "launch cost" {
+                    format!("the launch lasts {} µs, of which about 1.5 µs is launch cost", v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_default())
+                } else {
+                    format!("{} is at {}% of peak", c.unit, fmt_num(c.unit_pct))
+                };
+                let line = format!("ncu's {} estimates {}%; {why}, so at most {}%", r.rule, fmt_num(x), fmt_num(c.pct));
+                if !ncu_disagreements.contains(&line) {
+                    ncu_disagreements.push(line);
+                }
+            }
+        }
+    }
+    Diagnosis { regime, summary, kernel, missing, ncu_disagreements }
+}
+
+/// Which units the fix behind one of Nsight Compute's rules relieves (by the rule's name).
+fn ncu_rule_relieves(rule: &str) -> estimate::Relieves {
+    let r = rule.to_ascii_lowercase();
+    let any = |ws: &[&str]| ws.iter().any(|w| r.contains(w));
+    if any(&["uncoalesc", "memory", "dram", "l2", "l1tex", "sector", "excessive", "global", "local", "spill", "atomic"]) && !any(&["shared"]) {
+        estimate::Relieves::Memory
+    } else if any(&["bank", "shared", "diverg", "branch", "fp64", "fp32", "pipe", "tensor", "issue", "instruction", "compute"]) {
+        estimate::Relieves::Sm
+    } else {
+        estimate::Relieves::Nothing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::derive;
+    use crate::profile::{Launch, Metric, MetricValue};
+
+    fn launch(metrics: &[(&str, f64)]) -> Launch {
+        let mut l = Launch::default();
+        for (n, v) in metrics {
+            let unit = if n.contains("pct") { crate::profile::Unit::Percent } else { crate::profile::Unit::None };
+            l.metrics.insert(
+                n,
+                Metric { value: MetricValue::Number(*v), unit: &unit, raw_value: &v.to_string(), raw_unit: "", label: None, section: None, origin: Default::default() },
+            );
+        }
+        l
+    }
+
+    #[test]
+    fn uncoalesced_is_primary_over_memory_bound() {
+        let l = launch(&[
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 10.0),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 85.0),
+            ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0),
+        ]);
+        let fs = evaluate(&derive(&l));
+        assert_eq!(fs[0].category, Category::MemoryCoalescing);
+        assert_eq!(fs[0].estimated_speedup_pct, Some(87.5));
+        assert_eq!(fs.last().unwrap().category, Category::MemoryBound);
+    }
+
+    #[test]
+    fn clean_kernel_has_only_context() {
+        let l = launch(&[
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 10.0),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 90.0),
+            ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 32.0),
+            ("launch__block_size", 256.0),
+            ("launch__grid_size", 4096.0),
+            ("launch__sm_count", 132.0),
+        ]);
+        let fs = evaluate(&derive(&l));
+        assert_eq!(fs.len(), 1, "{fs:?}");
+        assert_eq!(fs[0].category, Category::MemoryBound);
+    }
+
+    #[test]
+    fn block_size_and_grid() {
+        let l = launch(&[("launch__block_size", 100.0), ("launch__grid_size", 4.0), ("launch__sm_count", 132.0)]);
+        let cats: Vec<_> = evaluate(&derive(&l)).iter().map(|f| f.category).collect();
+        assert!(cats.contains(&Category::BlockSize));
+        assert!(cats.contains(&Category::GridTooSmall));
+    }
+
+    #[test]
+    fn registers_limit_occupancy() {
+        let l = launch(&[
+            ("sm__maximum_warps_per_active_cycle_pct", 25.0),
+            ("launch__occupancy_limit_registers", 1.0),
+            ("launch__occupancy_limit_warps", 8.0),
+            ("launch__registers_per_thread", 255.0),
+        ]);
+        let fs = evaluate(&derive(&l));
+        assert_eq!(fs[0].category, Category::OccupancyRegisters);
+        assert!(fs[0].facts.contains(&"registers_per_thread"));
+    }
+
+    #[test]
+    fn categories_round_trip() {
+        for c in Category::ALL {
+            assert_eq!(Category::parse(c.as_str()), Some(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), serde_json::Value::String(c.as_str().into()));
+        }
+    }
+
+    #[test]
+    fn finding_facts_exist() {
+        let l = launch(&[
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
+            ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", 5.0),
+            ("smsp__thread_inst_executed_per_inst_executed.ratio", 8.0),
+        ]);
+        let facts = derive(&l);
+        for f in evaluate(&facts) {
+            for k in &f.facts {
+                assert!(facts.get(k).is_some(), "{} cites missing fact {k}", f.rule);
+            }
+        }
+    }
+}
