@@ -187,14 +187,15 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
             stats.first_finding_s = Some(t0.elapsed().as_secs_f64());
         }
         stats.kernels_explained += 1;
-        let primary_speedup = found.findings.first().and_then(|f| f.estimated_speedup_pct);
+        let primary_speedup = la.findings.first().and_then(|f| f.estimated_speedup_pct);
+        let verdict_line = verdict(&la);
         let mut k = KernelExplanation {
             rank: rank + 1,
             kernel: g.group.clone(),
             analysis: la,
             findings: found.findings.clone(),
             dropped: found.dropped.clone(),
-            verdict: found.verdict.clone(),
+            verdict: verdict_line,
             estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * g.group.total_duration_ns),
             cached: from_cache,
             cache_id,
@@ -286,7 +287,7 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
             severity: r.severity,
             claim: r.claim.clone(),
             evidence,
-            explanation: String::new(),
+            explanation: r.explanation.clone(),
             suggestions: vec![r.suggestion.clone()],
         },
         estimated_speedup_pct: r.estimated_speedup_pct,
@@ -294,16 +295,17 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
     }
 }
 
-fn verdict(findings: &[ShownFinding]) -> String {
-    match findings.first() {
-        Some(f) => format!("{}: {}", f.finding.category.as_str(), f.finding.claim),
-        None => "no problem found by the rule layer".into(),
+/// The verdict always comes from the diagnosis (the rule layer's primary finding), never from model text.
+fn verdict(la: &LaunchAnalysis) -> String {
+    match la.findings.first() {
+        Some(f) => format!("{}: {}", f.category.as_str(), f.claim),
+        None => format!("no problem found ({})", la.diagnosis.summary),
     }
 }
 
 fn rules_only(launch: &Launch, la: &LaunchAnalysis, lines: &[SourceLine]) -> CachedFindings {
     let findings: Vec<ShownFinding> = la.findings.iter().map(|r| from_rule(la, launch, r, lines)).collect();
-    CachedFindings { verdict: verdict(&findings), findings, dropped: vec![] }
+    CachedFindings { verdict: verdict(la), findings, dropped: vec![] }
 }
 
 #[derive(serde::Deserialize)]
@@ -397,7 +399,7 @@ fn explain_with_model(
     // Most important first: the rule layer's order of categories.
     let order = |c: rules::Category| la.findings.iter().position(|r| r.category == c).unwrap_or(usize::MAX);
     shown.sort_by_key(|s| order(s.finding.category));
-    Ok(CachedFindings { verdict: verdict(&shown), findings: shown, dropped })
+    Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped })
 }
 
 fn shown_llm(la: &LaunchAnalysis, f: Finding, origin: Origin, lines: &[SourceLine]) -> ShownFinding {

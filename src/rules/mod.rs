@@ -76,7 +76,7 @@ pub mod thresholds {
     pub const MIN_ESTIMATE_PCT: f64 = 1.0;
     /// A launch shorter than this that does not fill one wave is launch-bound (keet's choice: launch
     /// overhead and ramp-up are microseconds; the issue of tiny ATen and normalisation launches).
-    pub const TINY_LAUNCH_NS: f64 = 10_000.0;
+    pub const TINY_LAUNCH_NS: f64 = 5_000.0;
     /// The fixed cost of a launch that no change to its code removes: the shortest launches Nsight
     /// Compute measures (gpu__time_duration of near-empty kernels) are 1.7-2.0 us on the RTX 4090 and
     /// H200 profiles of the corpus; 1.5 us keeps estimates on the safe side.
@@ -539,7 +539,7 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
             cat,
             facts,
             Some(raw),
-            json!({"duration_us": duration_us.unwrap_or(0.0), "grid": v(&f.grid_blocks), "sms": v(&f.sm_count), "busiest": busiest.map_or(0.0, |b| b.1)}),
+            json!({"duration_us": duration_us.unwrap_or(0.0), "grid": v(&f.grid_blocks), "sms": v(&f.sm_count), "busiest": busiest.map(|b| b.1)}),
             None,
             false,
         );
@@ -626,7 +626,7 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
                     Category::MemoryBound,
                     facts,
                     None,
-                    json!({"unit": unit, "unit_pct": pct, "sm": sm.unwrap_or(0.0), "headroom": 100.0 - pct}),
+                    json!({"unit": unit, "unit_pct": pct, "sm": sm, "headroom": 100.0 - pct}),
                     None,
                     false,
                 );
@@ -637,7 +637,7 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
                 if f.memory_throughput_pct.is_some() {
                     facts.push("memory_throughput_pct");
                 }
-                b.push("sol-compute", Category::ComputeBound, facts, None, json!({"sm": s, "mem": mem, "headroom": 100.0 - s}), None, false);
+                b.push("sol-compute", Category::ComputeBound, facts, None, json!({"sm": s, "mem": v(&f.memory_throughput_pct), "headroom": 100.0 - s}), None, false);
             }
             BoundKind::Latency => {
                 let (unit, pct, key) = busiest.unwrap_or(("none", 0.0, "memory_throughput_pct"));
@@ -750,15 +750,16 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             format!("{regime} on {u} at {}% of peak: a fix that does not reduce {u} work saves at most {}%", fmt_num(p), fmt_num(100.0 - p))
         }
         ("launch-bound", b) => format!(
-            "launch-bound: {} µs{}, busiest unit {}",
+            "launch-bound: {} µs{}, {}",
             v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_else(|| "?".into()),
-            v(&f.grid_blocks).map(|g| format!(", {} block(s)", fmt_num(g))).unwrap_or_default(),
-            b.map(|(u, p)| format!("{u} at {}%", fmt_num(p))).unwrap_or_else(|| "unknown".into())
+            v(&f.grid_blocks).map(|g| format!(", {} block{}", fmt_num(g), if g == 1.0 { "" } else { "s" })).unwrap_or_default(),
+            b.map(|(u, p)| format!("busiest unit {u} at {}%", fmt_num(p))).unwrap_or_else(|| "no throughput measured".into())
         ),
         (_, Some((u, p))) => format!("{regime}: busiest unit {u} at {}% of peak", fmt_num(p)),
         (_, None) => regime.to_string(),
     };
-    if let Some(top) = findings.iter().find(|x| x.severity != Severity::Info && !x.category.is_bound() && x.rule != "launch-bound") {
+    // The largest cause: the primary finding when it is a specific cause, not the regime itself.
+    if let Some(top) = findings.first().filter(|x| x.severity != Severity::Info && !x.category.is_bound() && x.rule != "launch-bound") {
         if let Some(e) = top.estimated_speedup_pct {
             summary.push_str(&format!("; largest cause: {} (up to {}%)", top.category.as_str(), fmt_num(e)));
         }
