@@ -27,7 +27,7 @@ fn ok(out: &Output) -> String {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v1.schema.json")).unwrap();
+    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).unwrap();
     jsonschema::validator_for(&s).unwrap()
 }
 

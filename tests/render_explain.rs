@@ -1,5 +1,5 @@
 //! The explain report's renderers on reports built from real corpus profiles: JSON validates
-//! against `docs/schema/explain-v1.schema.json`, every format renders, the HTML page is
+//! against `docs/schema/explain-v2.schema.json`, every format renders, the HTML page is
 //! self-contained, escapes kernel names and draws a roofline when the profile has peaks.
 //!
 //! Set `KEET_RENDER_SAMPLE_DIR` to also write the rendered reports there (to look at them).
@@ -18,8 +18,26 @@ fn corpus(rel: &str) -> PathBuf {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v1.schema.json")).expect("schema is JSON");
+    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).expect("schema is JSON");
     jsonschema::validator_for(&s).expect("schema compiles")
+}
+
+/// The profile view over every launch of the profile (each launch its own kernel).
+fn profile_view_of(analyses: &[keet::analysis::LaunchAnalysis]) -> keet::rules::profile::ProfileView {
+    let kernels: Vec<_> = analyses
+        .iter()
+        .map(|a| keet::rules::profile::KernelTime {
+            name: a.name.clone(),
+            block_size: a.block_size,
+            grid_size: a.grid_size,
+            family: a.diagnosis.kernel.family,
+            launches: 1,
+            total_ns: a.duration_ns.unwrap_or(0.0),
+            gain_ns: a.findings.first().and_then(|f| f.estimated_speedup_pct).map(|p| p / 100.0 * a.duration_ns.unwrap_or(0.0)),
+            primary: a.findings.first().map(|f| f.category.as_str().to_string()),
+        })
+        .collect();
+    keet::rules::profile::profile_view(&kernels)
 }
 
 /// A report over the `top` longest launches of one corpus profile (each launch its own kernel),
@@ -133,6 +151,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         kernels,
         skipped_kernels: analyses.len().saturating_sub(top),
         errors: vec![FileError { path: corpus("h200-moe/long_prefill_prof_lines_only.csv"), message: "no kernel launches <found> & nothing read".into() }],
+        profile: profile_view_of(&analyses),
     }
 }
 
@@ -157,7 +176,7 @@ fn json_validates_against_the_schema() {
         assert!(out.ends_with('\n'));
         let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON output parses");
         assert_valid(&doc);
-        assert_eq!(doc["schema"], "keet.explain/1");
+        assert_eq!(doc["schema"], "keet.explain/2");
         assert_eq!(doc["kernels"].as_array().unwrap().len(), top);
         let f = &doc["kernels"][0]["findings"][0];
         assert_eq!(f["origin"], "llm");

@@ -11,7 +11,7 @@ pub struct ExplainArgs {
     /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Output format: text (default), md, json (schema keet.explain/1) or html (one self-contained page).
+    /// Output format: text (default), md, json (schema keet.explain/2) or html (one self-contained page).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
     /// Write the report to this file (atomically) instead of standard output.

@@ -48,7 +48,7 @@ pub struct ShowArgs {
     /// The cache file (default: keet's cache dir, `analyses.sqlite3`).
     #[arg(long, env = "KEET_CACHE", value_name = "PATH")]
     pub cache: Option<PathBuf>,
-    /// Output format (json: the stored `keet.explain/1` report, marked as coming from the cache).
+    /// Output format (json: the stored `keet.explain/2` report, marked as coming from the cache).
     #[arg(long, short = 'f', value_enum, default_value_t = ShowFormat::Text)]
     pub format: ShowFormat,
     /// Write to this file instead of standard output (written atomically).

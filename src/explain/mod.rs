@@ -119,6 +119,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
     stats.parse_s = t0.elapsed().as_secs_f64();
     let groups = select::group_kernels(&profiles);
     let total_ns: f64 = groups.iter().map(|g| g.group.total_duration_ns).sum();
+    let profile_view = rules::profile::profile_view(&kernel_times(&groups, &profiles));
     let (chosen, skipped) = select::choose(&groups, opts.coverage_pct, opts.top);
 
     let cache = match &opts.cache {
@@ -210,6 +211,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
                 kernels: vec![k.clone()],
                 skipped_kernels: 0,
                 errors: vec![],
+                profile: Default::default(),
             };
             let meta = crate::cache::EntryMeta {
                 file: g.group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -245,8 +247,31 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
         kernels,
         skipped_kernels: skipped,
         errors,
+        profile: profile_view,
     };
     Ok((report, stats))
+}
+
+/// Every kernel group as the profile view needs it: family, time, and the estimated gain of its primary problem.
+pub fn kernel_times(groups: &[select::Group], profiles: &[Profile]) -> Vec<rules::profile::KernelTime> {
+    groups
+        .iter()
+        .map(|g| {
+            let launch = g.launch(profiles);
+            let la = analysis::analyse_launch_in(launch, Some(g.group.time_share_pct));
+            let primary = la.findings.first();
+            rules::profile::KernelTime {
+                name: g.group.name.clone(),
+                block_size: launch.block_size,
+                grid_size: launch.grid_size,
+                family: la.diagnosis.kernel.family,
+                launches: g.group.launches,
+                total_ns: g.group.total_duration_ns,
+                gain_ns: primary.and_then(|f| f.estimated_speedup_pct).map(|p| p / 100.0 * g.group.total_duration_ns),
+                primary: primary.map(|f| f.category.as_str().to_string()),
+            }
+        })
+        .collect()
 }
 
 /// The cache key of one kernel analysis: its facts and identity, the model, the prompt templates,
@@ -298,6 +323,8 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
 /// The verdict always comes from the diagnosis (the rule layer's primary finding), never from model text.
 fn verdict(la: &LaunchAnalysis) -> String {
     match la.findings.first() {
+        // The regime findings' claims name their category already ("Memory-bound: ...").
+        Some(f) if f.rule.starts_with("sol-") => f.claim.clone(),
         Some(f) => format!("{}: {}", f.category.as_str(), f.claim),
         None => format!("no problem found ({})", la.diagnosis.summary),
     }

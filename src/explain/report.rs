@@ -7,7 +7,7 @@ use crate::rules::{Category, Severity};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub const EXPLAIN_SCHEMA: &str = "keet.explain/1";
+pub const EXPLAIN_SCHEMA: &str = "keet.explain/2";
 
 /// One piece of evidence a finding cites: a raw metric of the launch (or a keet fact key) and its value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,4 +131,7 @@ pub struct ExplainReport {
     /// Launches not explained (below the time threshold or past --top), counted.
     pub skipped_kernels: usize,
     pub errors: Vec<FileError>,
+    /// The whole profile (or batch): `families`, `profile_findings` and `kernel_times` at the top level.
+    #[serde(flatten)]
+    pub profile: crate::rules::profile::ProfileView,
 }

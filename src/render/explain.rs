@@ -1,5 +1,5 @@
-//! Rendering the explain report: terminal text, Markdown, JSON (`keet.explain/1`, described by
-//! `docs/schema/explain-v1.schema.json`) and one self-contained HTML page with a roofline chart.
+//! Rendering the explain report: terminal text, Markdown, JSON (`keet.explain/2`, described by
+//! `docs/schema/explain-v2.schema.json`) and one self-contained HTML page with a roofline chart.
 //!
 //! No ANSI colours are ever written, so `NO_COLOR` and pipes need no special handling.
 

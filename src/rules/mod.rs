@@ -13,6 +13,7 @@
 
 pub mod estimate;
 pub mod kind;
+pub mod profile;
 pub mod text;
 
 use crate::facts::{BoundKind, Fact, Facts, Limiter};

@@ -1,0 +1,273 @@
+//! The whole profile, not only kernels: time by kernel family, and profile-level findings (many short
+//! launches, a dominant family, the largest opportunities), from the per-kernel diagnoses. Works the
+//! same on one profile and on a batch of them. Words and thresholds are in `expert/profile.toml`.
+
+use super::kind::Family;
+use super::{fmt_num, thresholds, Severity};
+use minijinja::Environment;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+const TABLE: &str = include_str!("../../expert/profile.toml");
+
+/// Profile-level finding categories (the documented list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileCategory {
+    LaunchOverhead,
+    DominantFamily,
+    TopOpportunities,
+}
+
+impl ProfileCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileCategory::LaunchOverhead => "launch-overhead",
+            ProfileCategory::DominantFamily => "dominant-family",
+            ProfileCategory::TopOpportunities => "top-opportunities",
+        }
+    }
+}
+
+/// One kernel (identical launches grouped) as the profile view needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    pub name: String,
+    pub block_size: Option<[u64; 3]>,
+    pub grid_size: Option<[u64; 3]>,
+    pub family: Family,
+    pub launches: usize,
+    pub total_ns: f64,
+    /// Estimated gain of fixing the primary problem, ns of the profile (upper bound).
+    pub gain_ns: Option<f64>,
+    /// The primary finding's category.
+    pub primary: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyTime {
+    pub family: Family,
+    pub label: String,
+    pub time_ns: f64,
+    pub share_pct: f64,
+    pub kernels: usize,
+    pub launches: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileFinding {
+    pub category: ProfileCategory,
+    pub severity: Severity,
+    pub claim: String,
+    pub explanation: String,
+    pub suggestion: String,
+    /// The time this finding is about, ns, and its share of the profiled time.
+    pub time_ns: f64,
+    pub share_pct: f64,
+}
+
+/// Time by family and the profile-level findings, with the per-kernel times they were computed from
+/// (so that shard reports can be merged and the view recomputed over the whole set).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProfileView {
+    pub families: Vec<FamilyTime>,
+    #[serde(rename = "profile_findings")]
+    pub findings: Vec<ProfileFinding>,
+    /// Every kernel of the inputs (explained or not), longest first.
+    pub kernel_times: Vec<KernelTime>,
+}
+
+#[derive(Deserialize)]
+struct Table {
+    thresholds: Thresholds,
+    #[serde(rename = "launch-overhead")]
+    launch_overhead: Text,
+    #[serde(rename = "dominant-family")]
+    dominant_family: FamilyText,
+    #[serde(rename = "top-opportunities")]
+    top_opportunities: Text,
+}
+
+#[derive(Deserialize)]
+struct Thresholds {
+    launch_overhead_min_launches: usize,
+    launch_overhead_min_share_pct: f64,
+    dominant_family_share_pct: f64,
+    top_opportunities: usize,
+}
+
+#[derive(Deserialize)]
+struct Text {
+    claim: String,
+    why: String,
+    fix: String,
+}
+
+#[derive(Deserialize)]
+struct FamilyText {
+    claim: String,
+    why: BTreeMap<String, String>,
+    fix: String,
+}
+
+fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
+    T.get_or_init(|| toml::from_str(TABLE).expect("expert/profile.toml parses (checked by a unit test)"))
+}
+
+fn render(tpl: &str, ctx: &serde_json::Value) -> String {
+    static E: OnceLock<Environment<'static>> = OnceLock::new();
+    let env = E.get_or_init(|| {
+        let mut env = Environment::new();
+        env.add_filter("num", |x: f64| fmt_num(x));
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env
+    });
+    env.render_str(tpl, ctx).unwrap_or_else(|e| panic!("expert/profile.toml: {e:#}"))
+}
+
+fn severity(share_pct: f64) -> Severity {
+    if share_pct >= thresholds::SEVERITY_HIGH_PCT {
+        Severity::High
+    } else if share_pct >= thresholds::SEVERITY_MEDIUM_PCT {
+        Severity::Medium
+    } else {
+        Severity::Low
+    }
+}
+
+/// Time by family and profile-level findings over `kernels` (all kernels of the profile or batch).
+pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
+    let t = table();
+    let total: f64 = kernels.iter().map(|k| k.total_ns).sum();
+    if total <= 0.0 {
+        return ProfileView::default();
+    }
+    let mut families: Vec<FamilyTime> = Family::ALL
+        .iter()
+        .map(|f| {
+            let ks: Vec<&KernelTime> = kernels.iter().filter(|k| k.family == *f).collect();
+            let time: f64 = ks.iter().map(|k| k.total_ns).sum();
+            FamilyTime {
+                family: *f,
+                label: f.label().to_string(),
+                time_ns: time,
+                share_pct: 100.0 * time / total,
+                kernels: ks.len(),
+                launches: ks.iter().map(|k| k.launches).sum(),
+            }
+        })
+        .filter(|f| f.kernels > 0)
+        .collect();
+    families.sort_by(|a, b| b.time_ns.total_cmp(&a.time_ns));
+
+    let mut findings = Vec::new();
+    // Many short launches.
+    let short: Vec<&KernelTime> = kernels.iter().filter(|k| k.launches > 0 && k.total_ns / (k.launches as f64) < thresholds::TINY_LAUNCH_NS).collect();
+    let n: usize = short.iter().map(|k| k.launches).sum();
+    let time: f64 = short.iter().map(|k| k.total_ns).sum();
+    let share = 100.0 * time / total;
+    if n >= t.thresholds.launch_overhead_min_launches && share >= t.thresholds.launch_overhead_min_share_pct {
+        let floor_share = 100.0 * (n as f64 * thresholds::LAUNCH_FLOOR_NS).min(time) / total;
+        let ctx = serde_json::json!({
+            "launches": n, "tiny_us": thresholds::TINY_LAUNCH_NS / 1000.0, "share": share, "time_us": time / 1000.0,
+            "floor_us": thresholds::LAUNCH_FLOOR_NS / 1000.0, "floor_share": floor_share,
+        });
+        let x = &t.launch_overhead;
+        findings.push(ProfileFinding {
+            category: ProfileCategory::LaunchOverhead,
+            severity: severity(share),
+            claim: render(&x.claim, &ctx),
+            explanation: render(&x.why, &ctx),
+            suggestion: render(&x.fix, &ctx),
+            time_ns: time,
+            share_pct: share,
+        });
+    }
+    // A dominant family.
+    if let Some(f) = families.first().filter(|f| f.share_pct >= t.thresholds.dominant_family_share_pct) {
+        let ctx = serde_json::json!({
+            "family_label": f.label, "share": f.share_pct, "kernels": f.kernels, "launches": f.launches,
+        });
+        let x = &t.dominant_family;
+        let why = x.why.get(f.family.as_str()).or_else(|| x.why.get("other")).map(|w| render(w, &ctx)).unwrap_or_default();
+        findings.push(ProfileFinding {
+            category: ProfileCategory::DominantFamily,
+            severity: severity(f.share_pct),
+            claim: render(&x.claim, &ctx),
+            explanation: why,
+            suggestion: render(&x.fix, &ctx),
+            time_ns: f.time_ns,
+            share_pct: f.share_pct,
+        });
+    }
+    // The largest opportunities (never added up: the bounds overlap).
+    let mut opp: Vec<&KernelTime> = kernels.iter().filter(|k| k.gain_ns.is_some_and(|g| g > 0.0)).collect();
+    opp.sort_by(|a, b| b.gain_ns.unwrap_or(0.0).total_cmp(&a.gain_ns.unwrap_or(0.0)));
+    opp.truncate(t.thresholds.top_opportunities);
+    if let Some(best) = opp.first() {
+        let items: Vec<String> = opp
+            .iter()
+            .map(|k| {
+                let name: String = k.name.chars().take(60).collect();
+                format!(
+                    "{name} up to {} µs ({}% of the profile, {})",
+                    fmt_num(k.gain_ns.unwrap_or(0.0) / 1000.0),
+                    fmt_num(100.0 * k.gain_ns.unwrap_or(0.0) / total),
+                    k.primary.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let ctx = serde_json::json!({ "items": items.join("; ") });
+        let x = &t.top_opportunities;
+        let g = best.gain_ns.unwrap_or(0.0);
+        findings.push(ProfileFinding {
+            category: ProfileCategory::TopOpportunities,
+            severity: severity(100.0 * g / total),
+            claim: render(&x.claim, &ctx),
+            explanation: render(&x.why, &ctx),
+            suggestion: render(&x.fix, &ctx),
+            time_ns: g,
+            share_pct: 100.0 * g / total,
+        });
+    }
+    let mut kernel_times = kernels.to_vec();
+    kernel_times.sort_by(|a, b| b.total_ns.total_cmp(&a.total_ns));
+    ProfileView { families, findings, kernel_times }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(name: &str, family: Family, launches: usize, total_ns: f64, gain: Option<f64>) -> KernelTime {
+        KernelTime { name: name.into(), block_size: None, grid_size: None, family, launches, total_ns, gain_ns: gain, primary: Some("grid-too-small".into()) }
+    }
+
+    #[test]
+    fn short_launches_dominant_family_and_opportunities() {
+        let v = profile_view(&[
+            k("gemm", Family::Gemm, 10, 620_000.0, Some(100_000.0)),
+            k("norm", Family::Normalization, 40, 160_000.0, Some(90_000.0)),
+            k("add", Family::Elementwise, 60, 220_000.0, None),
+        ]);
+        assert_eq!(v.families[0].family, Family::Gemm);
+        approx::assert_relative_eq!(v.families[0].share_pct, 62.0);
+        let cats: Vec<_> = v.findings.iter().map(|f| f.category).collect();
+        assert_eq!(cats, [ProfileCategory::LaunchOverhead, ProfileCategory::DominantFamily, ProfileCategory::TopOpportunities]);
+        // 100 launches averaging 4 and 3.7 us: 38% of the time.
+        assert!(v.findings[0].claim.starts_with("100 launches shorter than 5 µs take 38% "), "{}", v.findings[0].claim);
+        assert!(v.findings[1].claim.starts_with("GEMM kernels take 62%"), "{}", v.findings[1].claim);
+        // Opportunities are listed, never summed.
+        assert!(v.findings[2].claim.contains("gemm up to 100 µs") && v.findings[2].claim.contains("norm up to 90 µs"));
+        approx::assert_relative_eq!(v.findings[2].share_pct, 10.0);
+    }
+
+    #[test]
+    fn few_short_launches_are_no_finding() {
+        let v = profile_view(&[k("a", Family::Other, 3, 9_000.0, None), k("b", Family::Other, 1, 1_000_000.0, None)]);
+        assert!(v.findings.iter().all(|f| f.category != ProfileCategory::LaunchOverhead));
+        assert!(profile_view(&[]).findings.is_empty());
+    }
+}
