@@ -1050,6 +1050,48 @@ mod tests {
     }
 
     #[test]
+    fn fallbacks_and_artifacts() {
+        // The DRAM table alone (readWriteOffset_ca): read + write shares of peak make the DRAM throughput.
+        let l = launch(&[
+            ("gpu__time_duration.sum", 206_080.0, "nsecond"),
+            ("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", 66.26, "%"),
+            ("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio", 4.0, "sector/request"),
+        ]);
+        let f = derive(&l);
+        assert_eq!(f.dram_throughput_pct.as_ref().unwrap().value, 66.26);
+        assert_eq!(f.memory_throughput_pct.as_ref().unwrap().value, 66.26);
+        assert_eq!(f.global_store_sectors_per_request.as_ref().unwrap().value, 4.0);
+        let b = f.bound.unwrap();
+        assert_eq!((b.kind, b.busiest_unit), (BoundKind::Memory, Some("DRAM")));
+        // An "active" percentage above 100 is set aside; the elapsed one is used.
+        let l = launch(&[
+            ("l1tex__throughput.avg.pct_of_peak_sustained_active", 208.3, "%"),
+            ("l1tex__throughput.avg.pct_of_peak_sustained_elapsed", 0.4, "%"),
+        ]);
+        let f = derive(&l);
+        assert_eq!(f.l1_throughput_pct.as_ref().unwrap().value, 0.4);
+        assert!(f.artifacts.is_empty(), "the elapsed form is preferred, the artefact never read");
+        let l = launch(&[("l1tex__throughput.avg.pct_of_peak_sustained_active", 208.3, "%")]);
+        let f = derive(&l);
+        assert!(f.l1_throughput_pct.is_none());
+        assert_eq!(f.artifacts[0].metric, "l1tex__throughput.avg.pct_of_peak_sustained_active");
+    }
+
+    #[test]
+    fn clock_cycles_and_divergent_share() {
+        let l = launch(&[
+            ("gpu__time_duration.sum", 2560.0, "nsecond"),
+            ("device__attribute_clock_rate", 2_520_000.0, ""),
+            ("smsp__branch_targets_threads_divergent", 3_145_728.0, ""),
+            ("smsp__branch_targets_threads_uniform", 29_360_128.0, ""),
+        ]);
+        let f = derive(&l);
+        approx::assert_relative_eq!(f.sm_clock_hz.as_ref().unwrap().value, 2.52e9);
+        approx::assert_relative_eq!(f.elapsed_cycles.as_ref().unwrap().value, 6451.2, epsilon = 1e-6);
+        approx::assert_relative_eq!(f.divergent_branch_pct.as_ref().unwrap().value, 9.677, epsilon = 1e-3);
+    }
+
+    #[test]
     fn wrong_unit_is_not_a_fact() {
         let l = launch(&[("gpu__time_duration.sum", 3.0, "byte")]);
         assert!(derive(&l).duration_ns.is_none());

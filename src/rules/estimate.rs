@@ -17,8 +17,10 @@ use serde::Serialize;
 pub enum Relieves {
     /// Launch shape, occupancy, latency hiding: the same work on every unit.
     Nothing,
-    /// SM pipelines (instructions, shared memory, which is inside the SM).
+    /// SM pipelines (instructions).
     Sm,
+    /// Shared memory: the SM's MIO pipe and the L1/TEX data banks it shares with L1.
+    SmAndL1,
     /// Memory traffic (L1, L2, DRAM).
     Memory,
 }
@@ -27,8 +29,19 @@ pub fn relieves(c: Category) -> Relieves {
     use Category::*;
     match c {
         OccupancyRegisters | OccupancySharedMemory | OccupancyOther | GridTooSmall | TailEffect | BlockSize | LatencyBound => Relieves::Nothing,
-        SharedBankConflicts | Divergence | Fp64 | TensorCoreUnused | ComputeBound => Relieves::Sm,
+        SharedBankConflicts => Relieves::SmAndL1,
+        Divergence | Fp64 | TensorCoreUnused | ComputeBound => Relieves::Sm,
         MemoryCoalescing | RegisterSpilling | AtomicsContention | MemoryBound => Relieves::Memory,
+    }
+}
+
+/// Whether a fix that relieves `rel` reduces the work of `unit` ("SM", "DRAM", "L2", "L1/TEX", "memory").
+pub fn relieves_unit(rel: Relieves, unit: &str) -> bool {
+    match rel {
+        Relieves::Nothing => false,
+        Relieves::Sm => unit == "SM",
+        Relieves::SmAndL1 => unit == "SM" || unit == "L1/TEX",
+        Relieves::Memory => unit != "SM",
     }
 }
 
@@ -50,12 +63,7 @@ pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
     let rel = relieves(c);
     let mut best: Option<Cap> = None;
     for (unit, pct, _) in utilisation(f) {
-        let relieved = match rel {
-            Relieves::Nothing => false,
-            Relieves::Sm => unit == "SM",
-            Relieves::Memory => unit != "SM",
-        };
-        if relieved {
+        if relieves_unit(rel, unit) {
             continue;
         }
         let c = Cap { pct: (100.0 - pct).max(0.0), unit: unit.to_string(), unit_pct: pct };

@@ -677,12 +677,13 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
 fn order_and_grade(mut out: Vec<Finding>, f: &Facts, time_share_pct: f64) -> Vec<Finding> {
     let regime = f.bound.as_ref().map(|b| b.kind);
     let is_regime = |x: &Finding| matches!(x.rule, "sol-memory" | "sol-compute" | "sol-latency" | "launch-bound");
+    let busiest_unit = f.bound.as_ref().and_then(|b| b.busiest_unit);
     let explains_regime = |x: &Finding| {
         let big = x.estimated_speedup_pct.is_some_and(|e| e >= t::SEVERITY_MEDIUM_PCT);
         big && !is_regime(x)
             && match regime {
-                Some(BoundKind::Memory) => estimate::relieves(x.category) == estimate::Relieves::Memory,
-                Some(BoundKind::Compute) => estimate::relieves(x.category) == estimate::Relieves::Sm,
+                // Throughput-bound: only a fix that relieves the busiest unit explains the time.
+                Some(BoundKind::Memory | BoundKind::Compute) => busiest_unit.is_some_and(|u| estimate::relieves_unit(estimate::relieves(x.category), u)),
                 Some(BoundKind::Launch) => false,
                 _ => true,
             }
@@ -801,7 +802,8 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
         let Some(x) = r.speedup_pct else { continue };
         let proxy = match ncu_rule_relieves(&r.rule) {
             estimate::Relieves::Nothing => Category::OccupancyOther,
-            estimate::Relieves::Sm => Category::SharedBankConflicts,
+            estimate::Relieves::Sm => Category::Divergence,
+            estimate::Relieves::SmAndL1 => Category::SharedBankConflicts,
             estimate::Relieves::Memory => Category::MemoryCoalescing,
         };
         if let Some(c) = estimate::cap(proxy, f) {
@@ -827,7 +829,9 @@ fn ncu_rule_relieves(rule: &str) -> estimate::Relieves {
     let any = |ws: &[&str]| ws.iter().any(|w| r.contains(w));
     if any(&["uncoalesc", "memory", "dram", "l2", "l1tex", "sector", "excessive", "global", "local", "spill", "atomic"]) && !any(&["shared"]) {
         estimate::Relieves::Memory
-    } else if any(&["bank", "shared", "diverg", "branch", "fp64", "fp32", "pipe", "tensor", "issue", "instruction", "compute"]) {
+    } else if any(&["bank", "shared"]) {
+        estimate::Relieves::SmAndL1
+    } else if any(&["diverg", "branch", "fp64", "fp32", "pipe", "tensor", "issue", "instruction", "compute"]) {
         estimate::Relieves::Sm
     } else {
         estimate::Relieves::Nothing
@@ -907,6 +911,96 @@ mod tests {
             assert_eq!(Category::parse(c.as_str()), Some(c));
             assert_eq!(serde_json::to_value(c).unwrap(), serde_json::Value::String(c.as_str().into()));
         }
+    }
+
+    #[test]
+    fn library_occupancy_is_info_and_never_primary() {
+        // A cuBLAS-like Hopper GEMM: 168 registers, one 384-thread block per SM, DRAM at 65%.
+        let l = launch(&[
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 9.0),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 65.0),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 65.0),
+            ("sm__maximum_warps_per_active_cycle_pct", 18.75),
+            ("launch__occupancy_limit_registers", 1.0),
+            ("launch__occupancy_limit_warps", 5.0),
+            ("launch__registers_per_thread", 168.0),
+        ]);
+        let f = derive(&l);
+        let k = kind::recognise("nvjet_tst_64x8_64x16_2x1_v_bz_TNT", &f);
+        let fs = evaluate_kind(&f, &k, 100.0);
+        assert_eq!(fs[0].category, Category::MemoryBound, "{fs:#?}");
+        let occ = fs.iter().find(|x| x.category == Category::OccupancyRegisters).unwrap();
+        assert_eq!((occ.severity, occ.estimated_speedup_pct), (Severity::Info, None));
+        assert!(occ.explanation.contains("by design"), "{}", occ.explanation);
+        // The same kernel as the user's own code: an estimate, bounded by DRAM's headroom (35%).
+        let fs = evaluate(&f);
+        let occ = fs.iter().find(|x| x.category == Category::OccupancyRegisters).unwrap();
+        assert!((occ.estimated_speedup_pct.unwrap() - 35.0).abs() < 1e-9);
+        assert_eq!(occ.bound.as_ref().unwrap().unit, "DRAM");
+        assert_eq!(fs[0].category, Category::MemoryBound, "a fix that moves no fewer bytes does not lead a memory-bound launch");
+    }
+
+    #[test]
+    fn tiny_launch_is_launch_bound_first() {
+        // A 2 us ATen kernel on one block of 132 SMs, with lanes idle and an L1 "active" artefact.
+        let l = launch(&[
+            ("gpu__time_duration.sum", 2000.0),
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 0.01),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 0.45),
+            ("lts__throughput.avg.pct_of_peak_sustained_elapsed", 0.45),
+            ("l1tex__throughput.avg.pct_of_peak_sustained_active", 148.7),
+            ("launch__grid_size", 1.0),
+            ("launch__sm_count", 132.0),
+            ("launch__block_size", 128.0),
+            ("smsp__thread_inst_executed_per_inst_executed.ratio", 14.5),
+        ]);
+        let f = derive(&l);
+        assert!(f.l1_throughput_pct.is_none() && f.artifacts.len() == 1);
+        assert_eq!(f.bound.as_ref().unwrap().kind, BoundKind::Launch);
+        let fs = evaluate(&f);
+        assert_eq!((fs[0].rule, fs[0].category), ("launch-bound", Category::GridTooSmall));
+        // 2 us minus the 1.5 us launch cost: at most 25%.
+        assert!((fs[0].estimated_speedup_pct.unwrap() - 25.0).abs() < 1e-9);
+        assert!(fs[0].suggestion.contains("CUDA Graph"));
+        // Divergence in a launch this short is context only.
+        let d = fs.iter().find(|x| x.category == Category::Divergence).unwrap();
+        assert_eq!(d.severity, Severity::Info);
+    }
+
+    #[test]
+    fn severity_follows_the_gain_in_time_of_the_profile() {
+        let l = launch(&[("launch__block_size", 256.0), ("launch__grid_size", 33.0), ("launch__sm_count", 132.0)]);
+        let f = derive(&l);
+        let k = KernelKind { origin: kind::Origin::User, library: None, family: Family::Other, warp_specialized: false };
+        // 75% of a kernel that is the whole profile: high; of a kernel at 2% of the profile: low.
+        assert_eq!(evaluate_kind(&f, &k, 100.0)[0].severity, Severity::High);
+        assert_eq!(evaluate_kind(&f, &k, 2.0)[0].severity, Severity::Medium);
+        assert_eq!(evaluate_kind(&f, &k, 0.5)[0].severity, Severity::Low);
+    }
+
+    #[test]
+    fn disagrees_with_ncu_beyond_the_bound() {
+        let mut l = launch(&[
+            ("gpu__time_duration.sum", 239_008.0),
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 46.5),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 91.7),
+        ]);
+        for (rule, pct) in [("AchievedOccupancy", 26.0), ("UncoalescedGlobalAccess", 20.0)] {
+            l.ncu_rules.push(NcuRuleResult {
+                rule: rule.into(),
+                section: None,
+                kind: crate::profile::NcuRuleType::Opt,
+                message: String::new(),
+                speedup_type: None,
+                speedup_pct: Some(pct),
+            });
+        }
+        let f = derive(&l);
+        let r = evaluate_launch(&l, &f, 100.0);
+        assert_eq!(r.diagnosis.regime, "memory-bound");
+        assert_eq!(r.diagnosis.ncu_disagreements, vec!["ncu's AchievedOccupancy estimates 26%; DRAM is at 91.7% of peak, so at most 8.30%".to_string()]);
+        assert!(r.diagnosis.summary.starts_with("memory-bound on DRAM at 91.7% of peak"), "{}", r.diagnosis.summary);
+        assert!(r.diagnosis.missing.iter().any(|m| m.ncu_option.contains("Occupancy")));
     }
 
     #[test]
