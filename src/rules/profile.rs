@@ -4,7 +4,6 @@
 
 use super::kind::Family;
 use super::{fmt_num, thresholds, Severity};
-use minijinja::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -117,14 +116,7 @@ fn table() -> &'static Table {
 }
 
 fn render(tpl: &str, ctx: &serde_json::Value) -> String {
-    static E: OnceLock<Environment<'static>> = OnceLock::new();
-    let env = E.get_or_init(|| {
-        let mut env = Environment::new();
-        env.add_filter("num", |x: f64| fmt_num(x));
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        env
-    });
-    env.render_str(tpl, ctx).unwrap_or_else(|e| panic!("expert/profile.toml: {e:#}"))
+    super::text::render_template("expert/profile.toml", tpl, ctx)
 }
 
 fn severity(share_pct: f64) -> Severity {

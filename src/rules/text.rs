@@ -43,6 +43,11 @@ fn env() -> &'static Environment<'static> {
     })
 }
 
+/// Renders one expert template with `ctx` (strict: a missing variable is a bug in the table, caught by tests).
+pub(crate) fn render_template(source: &str, tpl: &str, ctx: &serde_json::Value) -> String {
+    env().render_str(tpl, ctx).unwrap_or_else(|e| panic!("{source}: {e:#}"))
+}
+
 /// What a stall reason means, in a few words.
 pub fn stall_hint(reason: &str) -> &'static str {
     texts().stall_hints.get(reason).map(|s| s.as_str()).unwrap_or("see the Nsight Compute profiling guide")
@@ -67,7 +72,8 @@ pub fn render(rule: &str, kind: &KernelKind, variant: Option<&str>, by_design: b
     };
     ctx.insert("kernel".into(), serde_json::to_value(kind).unwrap_or_default());
     let ctx = serde_json::Value::Object(ctx);
-    let r = |tpl: &str| env().render_str(tpl, &ctx).unwrap_or_else(|e| panic!("expert/findings.toml [{rule}]: {e:#}"));
+    let source = format!("expert/findings.toml [{rule}]");
+    let r = |tpl: &str| render_template(&source, tpl, &ctx);
     let origin = kind.origin.as_str();
     let keys = [
         variant.map(|v| format!("{origin}_{v}")),
