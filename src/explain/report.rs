@@ -131,4 +131,10 @@ pub struct ExplainReport {
     /// Launches not explained (below the time threshold or past --top), counted.
     pub skipped_kernels: usize,
     pub errors: Vec<FileError>,
+    /// The settings the report was made with (what `keet merge` checks parts agree on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<crate::batch::ReportSettings>,
+    /// Every group of identical launches in the inputs (what `keet merge` ranks shards by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<crate::batch::BatchTable>,
 }
