@@ -51,6 +51,16 @@ pub enum CacheError {
     NotACache { path: PathBuf, detail: String },
     #[error("cache {}: written by a newer keet (schema version {found}, this keet reads up to {supported}); upgrade keet or pass another --cache path", path.display())]
     NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("cache {}: corrupt ({detail}); it was not merged", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("cache {}: is the destination of the merge too", path.display())]
+    SourceIsDestination { path: PathBuf },
+    #[error("cache {}: cannot replace it: {source}", path.display())]
+    Persist {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cache {}: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -423,6 +433,18 @@ impl Cache {
         self.len().map(|n| n == 0)
     }
 
+    /// SQLite's `PRAGMA quick_check` result (`"ok"` when the file is sound; faster than
+    /// [`Cache::integrity_check`]).
+    pub fn quick_check(&self) -> Result<String, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| {
+            let mut stmt = conn.prepare("PRAGMA quick_check")?;
+            let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(lines.join("\n"))
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+
     /// SQLite's `PRAGMA integrity_check` result (`"ok"` when the file is sound).
     pub fn integrity_check(&self) -> Result<String, CacheError> {
         let conn = self.conn();
@@ -433,6 +455,121 @@ impl Cache {
         })
         .map_err(|e| self.sql_err(e))
     }
+}
+
+/// What [`merge_into`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MergeStats {
+    /// Entries copied into the destination.
+    pub added: usize,
+    /// Entries whose key the destination (or an earlier source) already had.
+    pub present: usize,
+    /// Entries in the destination afterwards.
+    pub total: usize,
+}
+
+/// Opens `path` read-only as a keet cache: a foreign file, a newer schema or a corrupt file
+/// (`PRAGMA quick_check`) is an error naming it. Nothing is written to it.
+fn open_source(path: &Path) -> Result<Cache, CacheError> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|source| CacheError::Open { path: path.to_owned(), source })?;
+    let src = Cache { path: path.to_owned(), conn: Mutex::new(conn) };
+    {
+        let conn = src.conn();
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| src.sql_err(e))?;
+        match with_busy_retry(|| src.check_schema(&conn)).map_err(|e| src.sql_err(e))? {
+            Ok(true) => {}
+            Ok(false) => return Err(CacheError::NotACache { path: path.to_owned(), detail: "an empty database".into() }),
+            Err(e) => return Err(e),
+        }
+    }
+    let check = src.quick_check()?;
+    if check != "ok" {
+        return Err(CacheError::Corrupt { path: path.to_owned(), detail: check.lines().next().unwrap_or_default().to_string() });
+    }
+    Ok(src)
+}
+
+/// Folds every entry of the caches at `sources` into the cache at `into`, in one transaction
+/// (a killed or failed merge leaves `into` as it was; a new `into` is built beside it and renamed
+/// into place). Entries are keyed by content: a key `into` already has is kept as it is, so
+/// merging twice, or overlapping caches, adds nothing twice and loses nothing. Every source is
+/// checked before anything is written (a foreign, newer-schema or corrupt source is an error) and
+/// only read. `progress(source, entries)` is called as each source starts.
+pub fn merge_into(into: &Path, sources: &[PathBuf], mut progress: impl FnMut(&Path, usize)) -> Result<MergeStats, CacheError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let srcs: Vec<Cache> = sources
+        .iter()
+        .map(|p| {
+            if into.exists() && canon(p) == canon(into) {
+                return Err(CacheError::SourceIsDestination { path: p.clone() });
+            }
+            open_source(p)
+        })
+        .collect::<Result<_, _>>()?;
+    // A destination that does not exist yet is built under a temporary name and renamed at the
+    // end, so a killed merge leaves no file behind.
+    let fresh = !into.exists();
+    let dir = into.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
+    let tmp = if fresh {
+        let t = tempfile::Builder::new()
+            .prefix(".keet-cache-merge-")
+            .suffix(".sqlite3")
+            .tempfile_in(dir)
+            .map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
+        Some(t.into_temp_path())
+    } else {
+        None
+    };
+    let target: PathBuf = tmp.as_ref().map(|t| t.to_path_buf()).unwrap_or_else(|| into.to_owned());
+    let dst = Cache::open(&target)?;
+    let mut stats = MergeStats::default();
+    {
+        let mut conn = dst.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| dst.sql_err(e))?;
+        for src in &srcs {
+            let sconn = src.conn();
+            let n: i64 = sconn.query_row("SELECT count(*) FROM analyses", [], |r| r.get(0)).map_err(|e| src.sql_err(e))?;
+            progress(&src.path, n as usize);
+            let mut read = sconn
+                .prepare("SELECT key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json FROM analyses ORDER BY id")
+                .map_err(|e| src.sql_err(e))?;
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO analyses (key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(key) DO NOTHING",
+                )
+                .map_err(|e| dst.sql_err(e))?;
+            let mut rows = read.query([]).map_err(|e| src.sql_err(e))?;
+            while let Some(r) = rows.next().map_err(|e| src.sql_err(e))? {
+                let mut vals: Vec<String> = Vec::with_capacity(9);
+                for i in 0..9 {
+                    // A NULL or non-text column means the source is not what its schema says.
+                    let v = r.get::<_, String>(i).map_err(|e| CacheError::Corrupt {
+                        path: src.path.clone(),
+                        detail: format!("entry {} column {i}: {e}", stats.added + stats.present + 1),
+                    })?;
+                    vals.push(v);
+                }
+                let added = insert.execute(rusqlite::params_from_iter(vals.iter())).map_err(|e| dst.sql_err(e))?;
+                if added == 1 {
+                    stats.added += 1;
+                } else {
+                    stats.present += 1;
+                }
+            }
+        }
+        stats.total = tx.query_row("SELECT count(*) FROM analyses", [], |r| r.get::<_, i64>(0)).map_err(|e| dst.sql_err(e))? as usize;
+        tx.commit().map_err(|e| dst.sql_err(e))?;
+    }
+    drop(dst);
+    if let Some(t) = tmp {
+        // The last connection closed: SQLite checkpointed the WAL into the file.
+        t.persist(into).map_err(|e| CacheError::Persist { path: into.to_owned(), source: e.error })?;
+    }
+    Ok(stats)
 }
 
 fn row_to_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
