@@ -157,8 +157,30 @@ pub struct GroupEntry {
     pub first_seen: [u32; 2],
     /// The representative: the longest launch (the first of equally long ones).
     pub rep: LaunchRef,
-    /// Launch ids per file, in file order.
-    pub runs: Vec<Run>,
+    /// `(file, launch id)` of every launch, in file order (written as [`Run`]s: ids per file).
+    #[serde(rename = "runs", serialize_with = "ser_runs", deserialize_with = "de_runs")]
+    pub launch_refs: Vec<(u32, u64)>,
+    /// When the report explained this group: the cache key of the representative's analysis
+    /// (everything its findings depend on, the source lines included). `keet merge` takes a
+    /// shard's findings only when the whole batch gives the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis_key: Option<String>,
+}
+
+fn ser_runs<S: serde::Serializer>(refs: &[(u32, u64)], s: S) -> Result<S::Ok, S::Error> {
+    let mut runs: Vec<Run> = Vec::new();
+    for &(file, id) in refs {
+        match runs.last_mut() {
+            Some(r) if r.file == file => r.ids.push(id),
+            _ => runs.push(Run { file, ids: vec![id] }),
+        }
+    }
+    runs.serialize(s)
+}
+
+fn de_runs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(u32, u64)>, D::Error> {
+    let runs = Vec::<Run>::deserialize(d)?;
+    Ok(runs.into_iter().flat_map(|r| r.ids.into_iter().map(move |id| (r.file, id))).collect())
 }
 
 impl GroupEntry {
@@ -243,17 +265,15 @@ impl BatchTable {
                     total_duration_ns: ExactSum::default(),
                     first_seen: [fi, li],
                     rep: LaunchRef { file: fi, index: li, id: l.id, duration_ns: -1.0 },
-                    runs: vec![],
+                    launch_refs: vec![],
+                    analysis_key: None,
                 });
                 groups.len() - 1
             });
             let g = &mut self.groups[gi];
             g.launches += 1;
             g.total_duration_ns.add(l.duration_ns);
-            match g.runs.last_mut() {
-                Some(r) if r.file == fi => r.ids.push(l.id),
-                _ => g.runs.push(Run { file: fi, ids: vec![l.id] }),
-            }
+            g.launch_refs.push((fi, l.id));
             if l.duration_ns > g.rep.duration_ns {
                 g.rep = LaunchRef { file: fi, index: li, id: l.id, duration_ns: l.duration_ns };
             }
@@ -279,37 +299,38 @@ impl BatchTable {
         t
     }
 
-    /// Groups ranked by total time, longest first (ties: first seen first), as report groups.
-    /// Returns `(table index, group)` pairs and the total time of all launches.
-    pub fn ranked(&self) -> (Vec<(usize, KernelGroup)>, f64) {
+    /// Groups ranked by total time, longest first (ties: first seen first), as `(table index,
+    /// total ns)`; with the total time of all launches.
+    pub fn ranked(&self) -> (Vec<(usize, f64)>, f64) {
         let total = self.total().value();
         let mut order: Vec<usize> = (0..self.groups.len()).collect();
         order.sort_by_key(|&i| self.groups[i].first_seen);
-        let mut out: Vec<(usize, KernelGroup)> = order
-            .into_iter()
-            .map(|i| {
-                let g = &self.groups[i];
-                let t = g.total_duration_ns.value();
-                let mut files = Vec::with_capacity(g.runs.len());
-                let mut launch_ids = Vec::with_capacity(g.launches);
-                for r in &g.runs {
-                    files.push(self.files[r.file as usize].clone());
-                    launch_ids.extend_from_slice(&r.ids);
-                }
-                let kg = KernelGroup {
-                    name: g.name.clone(),
-                    files,
-                    launch_ids,
-                    launches: g.launches,
-                    total_duration_ns: t,
-                    time_share_pct: if total > 0.0 { 100.0 * t / total } else { 0.0 },
-                };
-                (i, kg)
-            })
-            .collect();
+        let mut out: Vec<(usize, f64)> = order.into_iter().map(|i| (i, self.groups[i].total_duration_ns.value())).collect();
         // Stable: equal times keep first-seen order.
-        out.sort_by(|a, b| b.1.total_duration_ns.total_cmp(&a.1.total_duration_ns));
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
         (out, total)
+    }
+
+    /// Group `i` as the report shows it; `all_ns` is the total time of all launches.
+    pub fn kernel_group(&self, i: usize, all_ns: f64) -> KernelGroup {
+        let g = &self.groups[i];
+        let t = g.total_duration_ns.value();
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut last = None;
+        for &(f, _) in &g.launch_refs {
+            if last != Some(f) {
+                files.push(self.files[f as usize].clone());
+                last = Some(f);
+            }
+        }
+        KernelGroup {
+            name: g.name.clone(),
+            files,
+            launch_ids: g.launch_refs.iter().map(|r| r.1).collect(),
+            launches: g.launches,
+            total_duration_ns: t,
+            time_share_pct: if all_ns > 0.0 { 100.0 * t / all_ns } else { 0.0 },
+        }
     }
 }
 

@@ -789,6 +789,98 @@ mod tests {
         assert!(!path.exists());
     }
 
+    fn filled(path: &Path, keys: std::ops::Range<usize>) -> Cache {
+        let c = Cache::open(path).unwrap();
+        for i in keys {
+            let facts = format!("merge/{i}");
+            c.put(&CacheKey::new(&KeyParts { facts_json: &facts, ..parts() }), &meta(&format!("k{i}")), &format!("{{\"i\":{i}}}"), "{}").unwrap();
+        }
+        c
+    }
+
+    fn key_of(i: usize) -> CacheKey {
+        let facts = format!("merge/{i}");
+        CacheKey::new(&KeyParts { facts_json: &facts, ..parts() })
+    }
+
+    #[test]
+    fn merge_folds_sources_skips_duplicates_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, dst) = (dir.path().join("a.sqlite3"), dir.path().join("b.sqlite3"), dir.path().join("dst.sqlite3"));
+        drop(filled(&a, 0..5));
+        drop(filled(&b, 3..8));
+        drop(filled(&dst, 7..8));
+        let mut seen = vec![];
+        let stats = merge_into(&dst, &[a.clone(), b.clone()], |p, n| seen.push((p.to_path_buf(), n))).unwrap();
+        assert_eq!(seen, vec![(a.clone(), 5), (b.clone(), 5)]);
+        // a: 0..5 new; b: 3, 4 (from a) and 7 (dst had it) present, 5 and 6 new.
+        assert_eq!(stats, MergeStats { added: 7, present: 3, total: 8 });
+        let d = Cache::open(&dst).unwrap();
+        for i in 0..8 {
+            let e = d.get(&key_of(i)).unwrap().unwrap_or_else(|| panic!("entry {i} lost"));
+            assert_eq!(e.findings_json, format!("{{\"i\":{i}}}"));
+            assert_eq!(e.meta.kernel, format!("k{i}"));
+        }
+        assert_eq!(d.integrity_check().unwrap(), "ok");
+        drop(d);
+        // Sources untouched; merging again adds nothing.
+        assert_eq!(Cache::open(&a).unwrap().len().unwrap(), 5);
+        assert_eq!(merge_into(&dst, &[a.clone(), b.clone()], |_, _| {}).unwrap(), MergeStats { added: 0, present: 10, total: 8 });
+        // A destination that does not exist yet is created.
+        let fresh = dir.path().join("new/dir/fresh.sqlite3");
+        assert_eq!(merge_into(&fresh, &[b], |_, _| {}).unwrap().total, 5);
+        assert_eq!(Cache::open(&fresh).unwrap().len().unwrap(), 5);
+        let leftovers: Vec<_> = std::fs::read_dir(fresh.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("fresh.sqlite3")]);
+    }
+
+    #[test]
+    fn merge_refuses_bad_sources_and_leaves_the_destination_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        drop(filled(&p("good.sqlite3"), 0..3));
+        drop(filled(&p("dst.sqlite3"), 10..12));
+        // Newer schema.
+        drop(filled(&p("newer.sqlite3"), 20..22));
+        Connection::open(p("newer.sqlite3")).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        // Not SQLite at all; a foreign SQLite database; a corrupt keet cache (pages overwritten).
+        std::fs::write(p("junk.sqlite3"), b"not a database ".repeat(400)).unwrap();
+        Connection::open(p("foreign.sqlite3")).unwrap().execute_batch("CREATE TABLE t(x)").unwrap();
+        {
+            let c = filled(&p("corrupt.sqlite3"), 30..230);
+            drop(c);
+            let mut bytes = std::fs::read(p("corrupt.sqlite3")).unwrap();
+            let n = bytes.len();
+            for b in &mut bytes[4096..n - 4096] {
+                *b = 0x5A;
+            }
+            std::fs::write(p("corrupt.sqlite3"), bytes).unwrap();
+        }
+        let before = Cache::open(p("dst.sqlite3")).unwrap().history(None, None).unwrap();
+        let cases: [(&str, &str); 6] = [
+            ("newer.sqlite3", "newer keet"),
+            ("junk.sqlite3", "not a keet cache"),
+            ("foreign.sqlite3", "not a keet cache"),
+            ("corrupt.sqlite3", "corrupt.sqlite3"),
+            ("missing.sqlite3", "missing.sqlite3"),
+            ("dst.sqlite3", "destination"),
+        ];
+        for (bad, expect) in cases {
+            // The good source first: nothing of it may land either.
+            let err = merge_into(&p("dst.sqlite3"), &[p("good.sqlite3"), p(bad)], |_, _| {}).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains(expect) && msg.contains(bad), "{bad}: {msg}");
+            let after = Cache::open(p("dst.sqlite3")).unwrap().history(None, None).unwrap();
+            assert_eq!(after, before, "{bad}: destination changed");
+            // And a destination that did not exist is not created.
+            if bad != "dst.sqlite3" {
+                assert!(merge_into(&p("none.sqlite3"), &[p("good.sqlite3"), p(bad)], |_, _| {}).is_err());
+                assert!(!p("none.sqlite3").exists(), "{bad}");
+            }
+        }
+        assert!(!p("missing.sqlite3").exists(), "a missing source is not created");
+    }
+
     #[test]
     fn cache_is_shareable_between_threads() {
         fn assert_sync<T: Send + Sync>() {}

@@ -18,9 +18,9 @@
 //! so the profile paths in the parts must resolve where the merge runs.
 
 use crate::analysis::FileError;
-use crate::batch::{BatchTable, GroupEntry, ReportSettings, Run};
+use crate::batch::{BatchTable, GroupEntry, ReportSettings};
 use crate::explain::report::{CachedFindings, ExplainReport, ModelInfo, EXPLAIN_SCHEMA};
-use crate::explain::{ExplainError, ExplainOptions, KnownFindings, ModelSource, RunStats};
+use crate::explain::{ExplainError, ExplainOptions, KnownFindings, KnownKernel, ModelSource, RunStats};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -124,11 +124,11 @@ fn read_part(path: &Path) -> Result<Part, MergeError> {
     let nf = table.files.len();
     let bad = |what: String| MergeError::Inconsistent { path: path.to_owned(), detail: what };
     for g in &table.groups {
-        if g.rep.file as usize >= nf || g.first_seen[0] as usize >= nf || g.runs.iter().any(|r| r.file as usize >= nf) {
+        if g.rep.file as usize >= nf || g.first_seen[0] as usize >= nf || g.launch_refs.iter().any(|r| r.0 as usize >= nf) {
             return Err(bad(format!("group {:?} refers to a file past the part's {nf} files", g.name)));
         }
-        if g.runs.iter().map(|r| r.ids.len()).sum::<usize>() != g.launches {
-            return Err(bad(format!("group {:?} lists {} launches but {} launch ids", g.name, g.launches, g.runs.iter().map(|r| r.ids.len()).sum::<usize>())));
+        if g.launch_refs.len() != g.launches {
+            return Err(bad(format!("group {:?} lists {} launches but {} launch ids", g.name, g.launches, g.launch_refs.len())));
         }
     }
     if table.source_pages.iter().any(|&f| f as usize >= nf) {
@@ -226,10 +226,12 @@ fn merge_tables(parts: &[Part]) -> Result<BatchTable, MergeError> {
         out.source_pages.extend(p.table.source_pages.iter().map(|&f| map(f)));
         for g in &p.table.groups {
             let mut g2 = g.clone();
+            // Set again for the groups the merged report explains.
+            g2.analysis_key = None;
             g2.first_seen[0] = map(g.first_seen[0]);
             g2.rep.file = map(g.rep.file);
-            for r in &mut g2.runs {
-                r.file = map(r.file);
+            for r in &mut g2.launch_refs {
+                r.0 = map(r.0);
             }
             match index.get(&g.key()) {
                 None => {
@@ -242,7 +244,8 @@ fn merge_tables(parts: &[Part]) -> Result<BatchTable, MergeError> {
     }
     out.source_pages.sort_unstable();
     for g in &mut out.groups {
-        g.runs.sort_by_key(|r| r.file);
+        // Stable: launch order within a file is kept.
+        g.launch_refs.sort_by_key(|r| r.0);
     }
     // First-seen order, as one pass over all the files would have created them.
     out.groups.sort_by_key(|g| g.first_seen);
@@ -258,8 +261,7 @@ fn combine(a: &mut GroupEntry, b: GroupEntry) {
     // The first of the longest: one pass keeps a later launch only when strictly longer.
     let (early, late) = if [b.rep.file, b.rep.index] < [a.rep.file, a.rep.index] { (b.rep, a.rep) } else { (a.rep, b.rep) };
     a.rep = if late.duration_ns > early.duration_ns { late } else { early };
-    let runs: Vec<Run> = b.runs;
-    a.runs.extend(runs);
+    a.launch_refs.extend(b.launch_refs);
 }
 
 /// What the merge was asked to do besides the parts.
@@ -298,7 +300,16 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
                     detail: format!("kernel {:?}: explained launch {} is not the group's representative {}", k.kernel.name, k.analysis.id, g.rep.id),
                 });
             }
-            known.insert((p.table.files[g.rep.file as usize].clone(), g.rep.index), (k.found.clone(), k.cached));
+            let Some(key) = g.analysis_key.clone() else {
+                return Err(MergeError::Inconsistent {
+                    path: p.path.clone(),
+                    detail: format!("kernel {:?} is explained but its group has no analysis_key", k.kernel.name),
+                });
+            };
+            known.insert(
+                (p.table.files[g.rep.file as usize].clone(), g.rep.index),
+                KnownKernel { found: k.found.clone(), cached: k.cached, key },
+            );
         }
     }
     let mut errors: Vec<FileError> =

@@ -119,8 +119,19 @@ pub enum ModelSource {
 }
 
 /// Findings already made for a representative launch (by a shard, for `keet merge`), keyed by
-/// the launch's file and position there; with whether they had come from the cache.
-pub type KnownFindings = std::collections::HashMap<(PathBuf, u32), (CachedFindings, bool)>;
+/// the launch's file and position there.
+pub type KnownFindings = std::collections::HashMap<(PathBuf, u32), KnownKernel>;
+
+/// A shard's findings for one representative launch.
+#[derive(Debug, Clone)]
+pub struct KnownKernel {
+    pub found: CachedFindings,
+    /// Whether the shard had them from its cache.
+    pub cached: bool,
+    /// The shard's cache key of the analysis: used only when the whole batch gives the same key
+    /// (a shard may have lacked another shard's source page, for instance).
+    pub key: String,
+}
 
 /// The settings of `opts` as a report records them.
 pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batch::ReportSettings {
@@ -165,7 +176,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
 #[allow(clippy::too_many_arguments)]
 pub fn explain_table(
     inputs: &[PathBuf],
-    table: crate::batch::BatchTable,
+    mut table: crate::batch::BatchTable,
     errors: Vec<FileError>,
     opts: &ExplainOptions,
     settings: crate::batch::ReportSettings,
@@ -175,10 +186,23 @@ pub fn explain_table(
 ) -> Result<(ExplainReport, RunStats), ExplainError> {
     let mut stats = RunStats::default();
     let (ranked, total_ns) = table.ranked();
-    let n_chosen = select::chosen_count(ranked.iter().map(|r| &r.1), opts.coverage_pct, opts.top);
+    // Only what choosing needs: the time and share of each group (no file lists yet).
+    let shares: Vec<KernelGroup> = ranked
+        .iter()
+        .map(|&(_, t)| KernelGroup {
+            name: String::new(),
+            files: vec![],
+            launch_ids: vec![],
+            launches: 0,
+            total_duration_ns: t,
+            time_share_pct: if total_ns > 0.0 { 100.0 * t / total_ns } else { 0.0 },
+        })
+        .collect();
+    let n_chosen = select::chosen_count(shares.iter(), opts.coverage_pct, opts.top);
+    drop(shares);
     let skipped = ranked.len() - n_chosen;
-    let chosen = &ranked[..n_chosen];
-    let entries: Vec<usize> = chosen.iter().map(|r| r.0).collect();
+    let entries: Vec<usize> = ranked[..n_chosen].iter().map(|r| r.0).collect();
+    let chosen: Vec<(usize, KernelGroup)> = entries.iter().map(|&e| (e, table.kernel_group(e, total_ns))).collect();
     let reps = crate::batch::load_reps(&table, &entries).map_err(|e| ExplainError::Io(e.to_string()))?;
     stats.parse_s = t0.elapsed().as_secs_f64();
 
@@ -198,13 +222,15 @@ pub fn explain_table(
         let la = analysis::analyse_launch(launch);
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
         let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all);
+        table.groups[*entry].analysis_key = Some(key.to_string());
         let mut cached = None;
-        if let Some((cf, was_cached)) = known.get(&(table.files[rep.file as usize].clone(), rep.index)) {
+        let shard_made = known.get(&(table.files[rep.file as usize].clone(), rep.index)).filter(|k| k.key == key.as_str());
+        if let Some(k) = shard_made {
             let id = match &cache {
                 Some(c) => c.get(&key)?.map(|e| e.id),
                 None => None,
             };
-            cached = Some((cf.clone(), id, *was_cached));
+            cached = Some((k.found.clone(), id, k.cached));
         } else if let (Some(c), false) = (&cache, opts.refresh) {
             if let Some(e) = c.get(&key)? {
                 if let Ok(cf) = serde_json::from_str::<CachedFindings>(&e.findings_json) {
