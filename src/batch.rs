@@ -232,7 +232,43 @@ enum FileSummary {
     Error(String),
 }
 
-fn summarise(p: &std::path::Path) -> FileSummary {
+/// Input bytes parsed at the same time, at most (a larger file is parsed alone). Parsing takes
+/// several times a file's size in memory, so without this the peak of a long batch is whenever its
+/// largest files happen to be parsed together; with it, the peak does not depend on the batch.
+pub const BYTES_IN_FLIGHT: u64 = 4 << 20;
+
+/// A counting semaphore over input bytes.
+#[derive(Default)]
+struct Budget {
+    used: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+impl Budget {
+    fn acquire(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used > 0 && *used + n > BYTES_IN_FLIGHT {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += n;
+    }
+
+    fn release(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= n;
+        self.freed.notify_all();
+    }
+}
+
+fn summarise(p: &std::path::Path, budget: &Budget) -> FileSummary {
+    let n = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    budget.acquire(n);
+    let s = summarise_now(p);
+    budget.release(n);
+    s
+}
+
+fn summarise_now(p: &std::path::Path) -> FileSummary {
     match crate::profile::read_path(p) {
         Ok(prof) => FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect()),
         Err(e) => FileSummary::Error(e.to_string()),
@@ -352,11 +388,12 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
     let chunk = (threads * 4).max(1);
     let mut table = BatchTable::default();
     let mut errors = Vec::new();
+    let budget = Budget::default();
     for part in files.chunks(chunk) {
         let run = || -> Vec<FileSummary> {
             part.par_iter()
                 .map(|p| {
-                    let s = summarise(p);
+                    let s = summarise(p, &budget);
                     if let Some(b) = &bar {
                         b.inc(1);
                     }
