@@ -51,6 +51,16 @@ pub enum CacheError {
     NotACache { path: PathBuf, detail: String },
     #[error("cache {}: written by a newer keet (schema version {found}, this keet reads up to {supported}); upgrade keet or pass another --cache path", path.display())]
     NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("cache {}: corrupt ({detail}); it was not merged", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("cache {}: is the destination of the merge too", path.display())]
+    SourceIsDestination { path: PathBuf },
+    #[error("cache {}: cannot replace it: {source}", path.display())]
+    Persist {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cache {}: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -423,6 +433,18 @@ impl Cache {
         self.len().map(|n| n == 0)
     }
 
+    /// SQLite's `PRAGMA quick_check` result (`"ok"` when the file is sound; faster than
+    /// [`Cache::integrity_check`]).
+    pub fn quick_check(&self) -> Result<String, CacheError> {
+        let conn = self.conn();
+        with_busy_retry(|| {
+            let mut stmt = conn.prepare("PRAGMA quick_check")?;
+            let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(lines.join("\n"))
+        })
+        .map_err(|e| self.sql_err(e))
+    }
+
     /// SQLite's `PRAGMA integrity_check` result (`"ok"` when the file is sound).
     pub fn integrity_check(&self) -> Result<String, CacheError> {
         let conn = self.conn();
@@ -433,6 +455,121 @@ impl Cache {
         })
         .map_err(|e| self.sql_err(e))
     }
+}
+
+/// What [`merge_into`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MergeStats {
+    /// Entries copied into the destination.
+    pub added: usize,
+    /// Entries whose key the destination (or an earlier source) already had.
+    pub present: usize,
+    /// Entries in the destination afterwards.
+    pub total: usize,
+}
+
+/// Opens `path` read-only as a keet cache: a foreign file, a newer schema or a corrupt file
+/// (`PRAGMA quick_check`) is an error naming it. Nothing is written to it.
+fn open_source(path: &Path) -> Result<Cache, CacheError> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|source| CacheError::Open { path: path.to_owned(), source })?;
+    let src = Cache { path: path.to_owned(), conn: Mutex::new(conn) };
+    {
+        let conn = src.conn();
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| src.sql_err(e))?;
+        match with_busy_retry(|| src.check_schema(&conn)).map_err(|e| src.sql_err(e))? {
+            Ok(true) => {}
+            Ok(false) => return Err(CacheError::NotACache { path: path.to_owned(), detail: "an empty database".into() }),
+            Err(e) => return Err(e),
+        }
+    }
+    let check = src.quick_check()?;
+    if check != "ok" {
+        return Err(CacheError::Corrupt { path: path.to_owned(), detail: check.lines().next().unwrap_or_default().to_string() });
+    }
+    Ok(src)
+}
+
+/// Folds every entry of the caches at `sources` into the cache at `into`, in one transaction
+/// (a killed or failed merge leaves `into` as it was; a new `into` is built beside it and renamed
+/// into place). Entries are keyed by content: a key `into` already has is kept as it is, so
+/// merging twice, or overlapping caches, adds nothing twice and loses nothing. Every source is
+/// checked before anything is written (a foreign, newer-schema or corrupt source is an error) and
+/// only read. `progress(source, entries)` is called as each source starts.
+pub fn merge_into(into: &Path, sources: &[PathBuf], mut progress: impl FnMut(&Path, usize)) -> Result<MergeStats, CacheError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let srcs: Vec<Cache> = sources
+        .iter()
+        .map(|p| {
+            if into.exists() && canon(p) == canon(into) {
+                return Err(CacheError::SourceIsDestination { path: p.clone() });
+            }
+            open_source(p)
+        })
+        .collect::<Result<_, _>>()?;
+    // A destination that does not exist yet is built under a temporary name and renamed at the
+    // end, so a killed merge leaves no file behind.
+    let fresh = !into.exists();
+    let dir = into.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
+    let tmp = if fresh {
+        let t = tempfile::Builder::new()
+            .prefix(".keet-cache-merge-")
+            .suffix(".sqlite3")
+            .tempfile_in(dir)
+            .map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
+        Some(t.into_temp_path())
+    } else {
+        None
+    };
+    let target: PathBuf = tmp.as_ref().map(|t| t.to_path_buf()).unwrap_or_else(|| into.to_owned());
+    let dst = Cache::open(&target)?;
+    let mut stats = MergeStats::default();
+    {
+        let mut conn = dst.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| dst.sql_err(e))?;
+        for src in &srcs {
+            let sconn = src.conn();
+            let n: i64 = sconn.query_row("SELECT count(*) FROM analyses", [], |r| r.get(0)).map_err(|e| src.sql_err(e))?;
+            progress(&src.path, n as usize);
+            let mut read = sconn
+                .prepare("SELECT key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json FROM analyses ORDER BY id")
+                .map_err(|e| src.sql_err(e))?;
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO analyses (key, created_utc, file, kernel, model, verdict, keet_version, findings_json, report_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(key) DO NOTHING",
+                )
+                .map_err(|e| dst.sql_err(e))?;
+            let mut rows = read.query([]).map_err(|e| src.sql_err(e))?;
+            while let Some(r) = rows.next().map_err(|e| src.sql_err(e))? {
+                let mut vals: Vec<String> = Vec::with_capacity(9);
+                for i in 0..9 {
+                    // A NULL or non-text column means the source is not what its schema says.
+                    let v = r.get::<_, String>(i).map_err(|e| CacheError::Corrupt {
+                        path: src.path.clone(),
+                        detail: format!("entry {} column {i}: {e}", stats.added + stats.present + 1),
+                    })?;
+                    vals.push(v);
+                }
+                let added = insert.execute(rusqlite::params_from_iter(vals.iter())).map_err(|e| dst.sql_err(e))?;
+                if added == 1 {
+                    stats.added += 1;
+                } else {
+                    stats.present += 1;
+                }
+            }
+        }
+        stats.total = tx.query_row("SELECT count(*) FROM analyses", [], |r| r.get::<_, i64>(0)).map_err(|e| dst.sql_err(e))? as usize;
+        tx.commit().map_err(|e| dst.sql_err(e))?;
+    }
+    drop(dst);
+    if let Some(t) = tmp {
+        // The last connection closed: SQLite checkpointed the WAL into the file.
+        t.persist(into).map_err(|e| CacheError::Persist { path: into.to_owned(), source: e.error })?;
+    }
+    Ok(stats)
 }
 
 fn row_to_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
@@ -650,6 +787,98 @@ mod tests {
         let path = dir.path().join("nope.sqlite3");
         assert!(Cache::open_existing(&path).unwrap().is_none());
         assert!(!path.exists());
+    }
+
+    fn filled(path: &Path, keys: std::ops::Range<usize>) -> Cache {
+        let c = Cache::open(path).unwrap();
+        for i in keys {
+            let facts = format!("merge/{i}");
+            c.put(&CacheKey::new(&KeyParts { facts_json: &facts, ..parts() }), &meta(&format!("k{i}")), &format!("{{\"i\":{i}}}"), "{}").unwrap();
+        }
+        c
+    }
+
+    fn key_of(i: usize) -> CacheKey {
+        let facts = format!("merge/{i}");
+        CacheKey::new(&KeyParts { facts_json: &facts, ..parts() })
+    }
+
+    #[test]
+    fn merge_folds_sources_skips_duplicates_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, dst) = (dir.path().join("a.sqlite3"), dir.path().join("b.sqlite3"), dir.path().join("dst.sqlite3"));
+        drop(filled(&a, 0..5));
+        drop(filled(&b, 3..8));
+        drop(filled(&dst, 7..8));
+        let mut seen = vec![];
+        let stats = merge_into(&dst, &[a.clone(), b.clone()], |p, n| seen.push((p.to_path_buf(), n))).unwrap();
+        assert_eq!(seen, vec![(a.clone(), 5), (b.clone(), 5)]);
+        // a: 0..5 new; b: 3, 4 (from a) and 7 (dst had it) present, 5 and 6 new.
+        assert_eq!(stats, MergeStats { added: 7, present: 3, total: 8 });
+        let d = Cache::open(&dst).unwrap();
+        for i in 0..8 {
+            let e = d.get(&key_of(i)).unwrap().unwrap_or_else(|| panic!("entry {i} lost"));
+            assert_eq!(e.findings_json, format!("{{\"i\":{i}}}"));
+            assert_eq!(e.meta.kernel, format!("k{i}"));
+        }
+        assert_eq!(d.integrity_check().unwrap(), "ok");
+        drop(d);
+        // Sources untouched; merging again adds nothing.
+        assert_eq!(Cache::open(&a).unwrap().len().unwrap(), 5);
+        assert_eq!(merge_into(&dst, &[a.clone(), b.clone()], |_, _| {}).unwrap(), MergeStats { added: 0, present: 10, total: 8 });
+        // A destination that does not exist yet is created.
+        let fresh = dir.path().join("new/dir/fresh.sqlite3");
+        assert_eq!(merge_into(&fresh, &[b], |_, _| {}).unwrap().total, 5);
+        assert_eq!(Cache::open(&fresh).unwrap().len().unwrap(), 5);
+        let leftovers: Vec<_> = std::fs::read_dir(fresh.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("fresh.sqlite3")]);
+    }
+
+    #[test]
+    fn merge_refuses_bad_sources_and_leaves_the_destination_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        drop(filled(&p("good.sqlite3"), 0..3));
+        drop(filled(&p("dst.sqlite3"), 10..12));
+        // Newer schema.
+        drop(filled(&p("newer.sqlite3"), 20..22));
+        Connection::open(p("newer.sqlite3")).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        // Not SQLite at all; a foreign SQLite database; a corrupt keet cache (pages overwritten).
+        std::fs::write(p("junk.sqlite3"), b"not a database ".repeat(400)).unwrap();
+        Connection::open(p("foreign.sqlite3")).unwrap().execute_batch("CREATE TABLE t(x)").unwrap();
+        {
+            let c = filled(&p("corrupt.sqlite3"), 30..230);
+            drop(c);
+            let mut bytes = std::fs::read(p("corrupt.sqlite3")).unwrap();
+            let n = bytes.len();
+            for b in &mut bytes[4096..n - 4096] {
+                *b = 0x5A;
+            }
+            std::fs::write(p("corrupt.sqlite3"), bytes).unwrap();
+        }
+        let before = Cache::open(p("dst.sqlite3")).unwrap().history(None, None).unwrap();
+        let cases: [(&str, &str); 6] = [
+            ("newer.sqlite3", "newer keet"),
+            ("junk.sqlite3", "not a keet cache"),
+            ("foreign.sqlite3", "not a keet cache"),
+            ("corrupt.sqlite3", "corrupt.sqlite3"),
+            ("missing.sqlite3", "missing.sqlite3"),
+            ("dst.sqlite3", "destination"),
+        ];
+        for (bad, expect) in cases {
+            // The good source first: nothing of it may land either.
+            let err = merge_into(&p("dst.sqlite3"), &[p("good.sqlite3"), p(bad)], |_, _| {}).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains(expect) && msg.contains(bad), "{bad}: {msg}");
+            let after = Cache::open(p("dst.sqlite3")).unwrap().history(None, None).unwrap();
+            assert_eq!(after, before, "{bad}: destination changed");
+            // And a destination that did not exist is not created.
+            if bad != "dst.sqlite3" {
+                assert!(merge_into(&p("none.sqlite3"), &[p("good.sqlite3"), p(bad)], |_, _| {}).is_err());
+                assert!(!p("none.sqlite3").exists(), "{bad}");
+            }
+        }
+        assert!(!p("missing.sqlite3").exists(), "a missing source is not created");
     }
 
     #[test]

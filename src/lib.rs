@@ -4,12 +4,14 @@
 //! findings ([`llm`]) → [`validate`] → report ([`render`]), with [`cache`] keeping analyses.
 
 pub mod analysis;
+pub mod batch;
 pub mod cache;
 pub mod cli;
 pub mod compare;
 pub mod explain;
 pub mod facts;
 pub mod llm;
+pub mod merge;
 pub mod profile;
 pub mod render;
 pub mod rules;

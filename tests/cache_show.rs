@@ -64,6 +64,8 @@ fn explain_stores_show_prints_the_same_report_and_history_lists_it() {
             skipped_kernels: 0,
             errors: vec![],
             profile: Default::default(),
+            settings: None,
+            batch: None,
         };
         for (fmt, format) in [("text", Format::Text), ("md", Format::Md)] {
             let out = stdout(&keet(&["show", &id.to_string(), "--format", fmt], &cache));

@@ -152,6 +152,8 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         skipped_kernels: analyses.len().saturating_sub(top),
         errors: vec![FileError { path: corpus("h200-moe/long_prefill_prof_lines_only.csv"), message: "no kernel launches <found> & nothing read".into() }],
         profile: profile_view_of(&analyses),
+        settings: None,
+        batch: None,
     }
 }
 

@@ -13,6 +13,8 @@ use crate::llm::{ChatMessage, Engine, GenerateOptions};
 pub enum BenchCommand {
     /// Ingest throughput (CSV MB/s, report ms) beside Python's csv module.
     Ingest(super::bench_ingest::IngestBenchArgs),
+    /// Batch memory and throughput: `explain --no-llm` over N profiles for two or more N, side by side.
+    Batch(super::bench_batch::BatchBenchArgs),
     /// Explain on one profile: time to first finding, kernels per minute, warm-cache time.
     Explain(super::bench_explain::ExplainBenchArgs),
     /// LLM engine: prompt and decode tokens/s, constraint-mask time, load time, peak memory,
@@ -52,6 +54,7 @@ pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Llm(a) => bench_llm(a),
         BenchCommand::Ingest(a) => super::bench_ingest::run(a),
         BenchCommand::Explain(a) => super::bench_explain::run(a),
+        BenchCommand::Batch(a) => super::bench_batch::run(a),
     }
 }
 

@@ -3,12 +3,15 @@
 
 pub mod bench;
 pub mod bench_explain;
+pub mod bench_batch;
 pub mod bench_ingest;
+pub mod cache;
 pub mod compare;
 pub mod explain;
 pub mod generate;
 pub mod history;
 pub mod inspect;
+pub mod merge;
 pub mod model;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +27,11 @@ pub struct Cli {
 pub enum Command {
     /// Explain why the kernels that take the time are slow and what to change (validated findings).
     Explain(explain::ExplainArgs),
+    /// Combine the JSON reports of a sharded batch (`explain --shard K/N`) into one report.
+    Merge(merge::MergeArgs),
+    /// Manage analysis caches (fold node-local caches into one).
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
     /// Compare two profiles: matched kernels, metric deltas, and an explanation of what changed.
     Compare(compare::CompareArgs),
     /// Print the facts and rule findings for every kernel launch.
@@ -54,6 +62,8 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Explain(a) => explain::run(a),
+        Command::Merge(a) => merge::run(a),
+        Command::Cache(c) => cache::run(c),
         Command::Compare(a) => compare::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Generate(a) => generate::run(a),

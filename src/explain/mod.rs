@@ -106,64 +106,157 @@ struct Model {
     info: ModelInfo,
 }
 
-/// Runs `keet explain` over `inputs`.
+/// Which model the explain stage uses, known before any kernel needs it.
+#[derive(Debug, Clone)]
+pub enum ModelSource {
+    /// `--no-llm`: the rule layer alone.
+    None,
+    /// Resolved (not loaded) and its file's SHA-256.
+    Resolved(crate::llm::resolve::ResolvedModel, String),
+    /// As a report recorded it (`keet merge`): resolved (`--model`, else the recorded path) and
+    /// checked against the recorded hash only if a kernel still needs it.
+    Recorded(ModelInfo),
+}
+
+/// Findings already made for a representative launch (by a shard, for `keet merge`), keyed by
+/// the launch's file and position there.
+pub type KnownFindings = std::collections::HashMap<(PathBuf, u32), KnownKernel>;
+
+/// A shard's findings for one representative launch.
+#[derive(Debug, Clone)]
+pub struct KnownKernel {
+    pub found: CachedFindings,
+    /// Whether the shard had them from its cache.
+    pub cached: bool,
+    /// The shard's cache key of the analysis: used only when the whole batch gives the same key
+    /// (a shard may have lacked another shard's source page, for instance).
+    pub key: String,
+}
+
+/// The settings of `opts` as a report records them.
+pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batch::ReportSettings {
+    crate::batch::ReportSettings {
+        coverage_pct: opts.coverage_pct,
+        top: opts.top,
+        max_findings: opts.max_findings,
+        no_llm: opts.no_llm,
+        repair_attempts: opts.repair_attempts,
+        source_files: opts.source_files.clone(),
+        prompt_templates_sha256: prompt::templates_sha256(),
+        shard: opts.shard.map(|(k, n)| [k, n]),
+        input_files,
+    }
+}
+
+/// Runs `keet explain` over `inputs`: a streaming pass over the files ([`crate::batch::scan`]),
+/// then [`explain_table`].
 pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
     let t0 = Instant::now();
-    let mut stats = RunStats::default();
     let mut files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
+    let input_files = files.len();
     if let Some((k, n)) = opts.shard {
         files = files.into_iter().enumerate().filter(|(i, _)| i % n == k).map(|(_, f)| f).collect();
     }
-    let (profiles, errors) = select::read_all(&files, opts.jobs, opts.progress);
-    let profiles = source::attach_source_views(profiles);
+    let (table, errors) = crate::batch::scan(&files, opts.jobs, opts.progress);
+    // Identify the model without loading it (the cache key needs its hash).
+    let model = if opts.no_llm {
+        ModelSource::None
+    } else {
+        let r = crate::llm::resolve::resolve_model(opts.engine.model.as_deref())?;
+        let sha = crate::llm::resolve::sha256_file(r.location.path())?;
+        ModelSource::Resolved(r, sha)
+    };
+    let settings = report_settings(opts, input_files);
+    explain_table(inputs, table, errors, opts, settings, model, &KnownFindings::new(), t0)
+}
+
+/// The explain stage after the first pass (shared by `keet explain` and `keet merge`): ranks the
+/// table's groups, re-reads the chosen representatives, explains them (`known` findings first,
+/// then the cache, then the model or the rule layer) and assembles the report.
+#[allow(clippy::too_many_arguments)]
+pub fn explain_table(
+    inputs: &[PathBuf],
+    mut table: crate::batch::BatchTable,
+    errors: Vec<FileError>,
+    opts: &ExplainOptions,
+    settings: crate::batch::ReportSettings,
+    model_source: ModelSource,
+    known: &KnownFindings,
+    t0: Instant,
+) -> Result<(ExplainReport, RunStats), ExplainError> {
+    let mut stats = RunStats::default();
+    let (ranked, total_ns) = table.ranked();
+    // Only what choosing needs: the time and share of each group (no file lists yet).
+    let shares: Vec<KernelGroup> = ranked
+        .iter()
+        .map(|&(_, t)| KernelGroup {
+            name: String::new(),
+            files: vec![],
+            launch_ids: vec![],
+            launches: 0,
+            total_duration_ns: t,
+            time_share_pct: if total_ns > 0.0 { 100.0 * t / total_ns } else { 0.0 },
+        })
+        .collect();
+    let n_chosen = select::chosen_count(shares.iter(), opts.coverage_pct, opts.top);
+    drop(shares);
+    let skipped = ranked.len() - n_chosen;
+    let entries: Vec<usize> = ranked[..n_chosen].iter().map(|r| r.0).collect();
+    let chosen: Vec<(usize, KernelGroup)> = entries.iter().map(|&e| (e, table.kernel_group(e, total_ns))).collect();
+    let reps = crate::batch::load_reps(&table, &entries).map_err(|e| ExplainError::Io(e.to_string()))?;
     stats.parse_s = t0.elapsed().as_secs_f64();
-    let groups = select::group_kernels(&profiles);
-    let total_ns: f64 = groups.iter().map(|g| g.group.total_duration_ns).sum();
-    let profile_view = rules::profile::profile_view(&kernel_times(&groups, &profiles));
-    let (chosen, skipped) = select::choose(&groups, opts.coverage_pct, opts.top);
 
     let cache = match &opts.cache {
         Some(p) => Some(crate::cache::Cache::open(p)?),
         None => None,
     };
-    // Identify the model without loading it (the cache key needs its hash).
-    let model_id: Option<(crate::llm::resolve::ResolvedModel, String)> = if opts.no_llm {
-        None
-    } else {
-        let r = crate::llm::resolve::resolve_model(opts.engine.model.as_deref())?;
-        let sha = crate::llm::resolve::sha256_file(r.location.path())?;
-        Some((r, sha))
+    let model_sha: Option<String> = match &model_source {
+        ModelSource::None => None,
+        ModelSource::Resolved(_, sha) => Some(sha.clone()),
+        ModelSource::Recorded(info) => Some(info.sha256.clone()),
     };
     let mut model: Option<Model> = None;
     let mut kernels = Vec::new();
-    for (rank, g) in chosen.iter().enumerate() {
-        let launch = g.launch(&profiles);
-        let la = analysis::analyse_launch_in(launch, Some(g.group.time_share_pct));
+    for (rank, ((entry, group), launch)) in chosen.iter().zip(&reps).enumerate() {
+        let rep = table.groups[*entry].rep;
+        let la = analysis::analyse_launch_in(launch, Some(group.time_share_pct));
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
-        let model_sha = model_id.as_ref().map(|m| m.1.as_str()).unwrap_or("none");
-        let key = cache_key(&la, model_sha, &source_lines_all);
+        let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all);
+        table.groups[*entry].analysis_key = Some(key.to_string());
         let mut cached = None;
-        if let (Some(c), false) = (&cache, opts.refresh) {
+        let shard_made = known.get(&(table.files[rep.file as usize].clone(), rep.index)).filter(|k| k.key == key.as_str());
+        if let Some(k) = shard_made {
+            let id = match &cache {
+                Some(c) => c.get(&key)?.map(|e| e.id),
+                None => None,
+            };
+            cached = Some((k.found.clone(), id, k.cached));
+        } else if let (Some(c), false) = (&cache, opts.refresh) {
             if let Some(e) = c.get(&key)? {
                 if let Ok(cf) = serde_json::from_str::<CachedFindings>(&e.findings_json) {
-                    cached = Some((cf, e.id));
+                    cached = Some((cf, Some(e.id), true));
                 }
             }
         }
         let (found, cache_id, from_cache) = match cached {
-            Some((cf, id)) => {
-                stats.kernels_from_cache += 1;
-                (cf, Some(id), true)
+            Some((cf, id, from_cache)) => {
+                stats.kernels_from_cache += usize::from(from_cache);
+                (cf, id, from_cache)
             }
             None => {
                 let cf = if la.findings.is_empty() {
                     // Nothing the rule layer can support: the model would have nothing to cite.
                     rules_only(launch, &la, &source_lines_all)
-                } else if let Some((resolved, sha)) = &model_id {
+                } else if let Some(sha) = &model_sha {
                     if model.is_none() {
+                        let resolved = match &model_source {
+                            ModelSource::Resolved(r, _) => r.clone(),
+                            ModelSource::Recorded(info) => resolve_recorded(info, opts)?,
+                            ModelSource::None => unreachable!("model_sha is None without a model"),
+                        };
                         let tl = Instant::now();
                         let engine = Engine::load_resolved(
-                            resolved,
+                            &resolved,
                             opts.engine.device.as_deref().unwrap_or("cpu"),
                             crate::llm::threads::configure(opts.engine.threads),
                         )?;
@@ -177,7 +270,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
                         model = Some(Model { engine, info });
                     }
                     let m = model.as_mut().expect("model loaded above");
-                    explain_with_model(&mut m.engine, launch, &la, &g.group, &source_lines_all, opts, &mut stats)?
+                    explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?
                 } else {
                     rules_only(launch, &la, &source_lines_all)
                 };
@@ -192,30 +285,32 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
         let verdict_line = verdict(&la);
         let mut k = KernelExplanation {
             rank: rank + 1,
-            kernel: g.group.clone(),
+            kernel: group.clone(),
             analysis: la,
             findings: found.findings.clone(),
             dropped: found.dropped.clone(),
             verdict: verdict_line,
-            estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * g.group.total_duration_ns),
+            estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * group.total_duration_ns),
             cached: from_cache,
             cache_id,
         };
-        if let (Some(c), false) = (&cache, from_cache) {
+        if let (Some(c), false, None) = (&cache, from_cache, cache_id) {
             let single = ExplainReport {
                 schema: EXPLAIN_SCHEMA.into(),
                 keet_version: env!("CARGO_PKG_VERSION").into(),
                 model: model.as_ref().map(|m| m.info.clone()),
-                inputs: g.group.files.clone(),
-                total_duration_ns: g.group.total_duration_ns,
+                inputs: group.files.clone(),
+                total_duration_ns: group.total_duration_ns,
                 kernels: vec![k.clone()],
                 skipped_kernels: 0,
                 errors: vec![],
                 profile: Default::default(),
+                settings: None,
+                batch: None,
             };
             let meta = crate::cache::EntryMeta {
-                file: g.group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
-                kernel: g.group.name.clone(),
+                file: group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
+                kernel: group.name.clone(),
                 model: model.as_ref().map(|m| m.info.name.clone()).unwrap_or_else(|| "rules only".into()),
                 verdict: found.verdict.clone(),
             };
@@ -226,9 +321,9 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
         kernels.push(k);
     }
     stats.total_s = t0.elapsed().as_secs_f64();
-    let model_info = match (&model, &model_id) {
+    let model_info = match (&model, &model_source) {
         (Some(m), _) => Some(m.info.clone()),
-        (None, Some((r, sha))) => Some(ModelInfo {
+        (None, ModelSource::Resolved(r, sha)) => Some(ModelInfo {
             name: r.manifest.as_ref().map(|m| m.name.clone()).unwrap_or_else(|| {
                 r.location.path().file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
             }),
@@ -236,39 +331,77 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
             sha256: sha.clone(),
             device: opts.engine.device.clone().unwrap_or_else(|| "cpu".into()),
         }),
-        _ => None,
+        (None, ModelSource::Recorded(info)) => Some(info.clone()),
+        (None, ModelSource::None) => None,
     };
-    let report = ExplainReport {
-        schema: EXPLAIN_SCHEMA.into(),
-        keet_version: env!("CARGO_PKG_VERSION").into(),
-        model: model_info,
-        inputs: inputs.to_vec(),
-        total_duration_ns: total_ns,
-        kernels,
-        skipped_kernels: skipped,
-        errors,
-        profile: profile_view,
-    };
+    let report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table);
     Ok((report, stats))
 }
 
-/// Every kernel group as the profile view needs it: family, time, and the estimated gain of its primary problem.
-pub fn kernel_times(groups: &[select::Group], profiles: &[Profile]) -> Vec<rules::profile::KernelTime> {
-    groups
+/// Assembles the whole report from the explained kernels; report-level aggregates are computed
+/// here, over the whole batch, for `keet explain` and `keet merge` alike.
+#[allow(clippy::too_many_arguments)]
+pub fn build_report(
+    inputs: &[PathBuf],
+    model: Option<ModelInfo>,
+    total_duration_ns: f64,
+    kernels: Vec<KernelExplanation>,
+    skipped_kernels: usize,
+    errors: Vec<FileError>,
+    settings: crate::batch::ReportSettings,
+    table: crate::batch::BatchTable,
+) -> ExplainReport {
+    let profile = rules::profile::profile_view(&kernel_times(&table));
+    ExplainReport {
+        schema: EXPLAIN_SCHEMA.into(),
+        keet_version: env!("CARGO_PKG_VERSION").into(),
+        model,
+        inputs: inputs.to_vec(),
+        total_duration_ns,
+        kernels,
+        skipped_kernels,
+        errors,
+        profile,
+        settings: Some(settings),
+        batch: Some(table),
+    }
+}
+
+/// Resolves the model a report recorded (`--model` first, else its recorded path) and checks it
+/// is the same file (SHA-256).
+fn resolve_recorded(info: &ModelInfo, opts: &ExplainOptions) -> Result<crate::llm::resolve::ResolvedModel, ExplainError> {
+    let given = opts.engine.model.clone().unwrap_or_else(|| info.path.clone());
+    let r = crate::llm::resolve::resolve_model(Some(&given))?;
+    let sha = crate::llm::resolve::sha256_file(r.location.path())?;
+    if sha != info.sha256 {
+        return Err(ExplainError::Io(format!(
+            "model {}: SHA-256 {sha}, but the reports were made with {} ({}, SHA-256 {}); pass that model with --model",
+            r.location.path().display(),
+            info.name,
+            info.path,
+            info.sha256
+        )));
+    }
+    Ok(r)
+}
+
+/// Every kernel group of the batch as the profile view needs it: family, time, and the estimated
+/// gain of its representative's primary problem (recorded in the table by the first pass).
+pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile::KernelTime> {
+    table
+        .groups
         .iter()
         .map(|g| {
-            let launch = g.launch(profiles);
-            let la = analysis::analyse_launch_in(launch, Some(g.group.time_share_pct));
-            let primary = la.findings.first();
+            let total = g.total_duration_ns.value();
             rules::profile::KernelTime {
-                name: g.group.name.clone(),
-                block_size: launch.block_size,
-                grid_size: launch.grid_size,
-                family: la.diagnosis.kernel.family,
-                launches: g.group.launches,
-                total_ns: g.group.total_duration_ns,
-                gain_ns: primary.and_then(|f| f.estimated_speedup_pct).map(|p| p / 100.0 * g.group.total_duration_ns),
-                primary: primary.map(|f| f.category.as_str().to_string()),
+                name: g.name.clone(),
+                block_size: g.block_size,
+                grid_size: g.grid_size,
+                family: g.family,
+                launches: g.launches,
+                total_ns: total,
+                gain_ns: g.primary_gain_pct.map(|p| p / 100.0 * total),
+                primary: g.primary.clone(),
             }
         })
         .collect()

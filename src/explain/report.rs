@@ -131,7 +131,13 @@ pub struct ExplainReport {
     /// Launches not explained (below the time threshold or past --top), counted.
     pub skipped_kernels: usize,
     pub errors: Vec<FileError>,
-    /// The whole profile (or batch): `families`, `profile_findings` and `kernel_times` at the top level.
+    /// The whole profile (or batch): `families` and `profile_findings` at the top level.
     #[serde(flatten)]
     pub profile: crate::rules::profile::ProfileView,
+    /// The settings the report was made with (what `keet merge` checks parts agree on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<crate::batch::ReportSettings>,
+    /// Every group of identical launches in the inputs (what `keet merge` ranks shards by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<crate::batch::BatchTable>,
 }

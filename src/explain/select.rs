@@ -64,7 +64,8 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
     (profiles, errors)
 }
 
-fn duration_ns(l: &Launch) -> f64 {
+/// A launch's `gpu__time_duration.sum` in ns (0 when absent): what groups are ranked by.
+pub fn duration_ns(l: &Launch) -> f64 {
     l.metrics
         .get("gpu__time_duration.sum")
         .filter(|m| *m.unit == crate::profile::Unit::Nanoseconds)
@@ -123,21 +124,26 @@ pub fn group_kernels(profiles: &[Profile]) -> Vec<Group> {
 
 /// The groups that make up `coverage_pct` of the time, at most `top`; returns them and how many were skipped.
 pub fn choose(groups: &[Group], coverage_pct: f64, top: usize) -> (Vec<Group>, usize) {
-    let mut out = Vec::new();
+    let n = chosen_count(groups.iter().map(|g| &g.group), coverage_pct, top);
+    (groups[..n].to_vec(), groups.len() - n)
+}
+
+/// How many of the ranked `groups` (longest first) make up `coverage_pct` of the time, at most `top`.
+pub fn chosen_count<'a>(groups: impl Iterator<Item = &'a KernelGroup> + Clone, coverage_pct: f64, top: usize) -> usize {
+    let mut n = 0;
     let mut covered = 0.0;
-    let has_time = groups.iter().any(|g| g.group.total_duration_ns > 0.0);
+    let has_time = groups.clone().any(|g| g.total_duration_ns > 0.0);
     for g in groups {
-        if out.len() >= top.max(1) {
+        if n >= top.max(1) {
             break;
         }
         if has_time && covered >= coverage_pct {
             break;
         }
-        covered += g.group.time_share_pct;
-        out.push(g.clone());
+        covered += g.time_share_pct;
+        n += 1;
     }
-    let skipped = groups.len() - out.len();
-    (out, skipped)
+    n
 }
 
 #[cfg(test)]

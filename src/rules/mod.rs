@@ -292,11 +292,32 @@ pub fn evaluate(f: &Facts) -> Vec<Finding> {
     evaluate_kind(f, &kernel, 100.0)
 }
 
-/// Builds findings: computes the bounded estimate, renders the words.
+/// A launch's diagnosis in brief, for tables over many launches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Brief {
+    pub family: Family,
+    pub primary: Option<Category>,
+    /// The primary finding's estimate, % of the launch's time.
+    pub estimate_pct: Option<f64>,
+}
+
+/// The family and primary problem of one launch, without rendering any words.
+pub fn brief(launch: &Launch) -> Brief {
+    let facts = crate::facts::derive(launch);
+    let kind = kind::recognise(&launch.name, &facts);
+    let mut b = Builder { f: &facts, kind: &kind, out: Vec::new(), words: false };
+    findings_into(&mut b);
+    let out = order_and_grade(b.out, &facts, 100.0);
+    let first = out.first();
+    Brief { family: kind.family, primary: first.map(|x| x.category), estimate_pct: first.and_then(|x| x.estimated_speedup_pct) }
+}
+
+/// Builds findings: computes the bounded estimate, renders the words (unless only the brief is wanted).
 struct Builder<'a> {
     f: &'a Facts,
     kind: &'a KernelKind,
     out: Vec<Finding>,
+    words: bool,
 }
 
 impl Builder<'_> {
@@ -325,7 +346,11 @@ impl Builder<'_> {
                 None => serde_json::json!({"unit": "none measured", "pct": 0.0, "cap": 100.0}),
             },
         );
-        let w = text::render(rule, self.kind, variant, by_design, serde_json::Value::Object(vars));
+        let w = if self.words {
+            text::render(rule, self.kind, variant, by_design, serde_json::Value::Object(vars))
+        } else {
+            text::Words { claim: String::new(), why: String::new(), fix: String::new() }
+        };
         self.out.push(Finding {
             rule,
             category,
@@ -342,8 +367,15 @@ impl Builder<'_> {
 
 /// The rules with what the kernel is and its share of the profile's time.
 pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<Finding> {
+    let mut b = Builder { f, kind, out: Vec::new(), words: true };
+    findings_into(&mut b);
+    order_and_grade(b.out, f, time_share_pct)
+}
+
+/// Every rule, in no particular order (see [`order_and_grade`]).
+fn findings_into(b: &mut Builder) {
     use serde_json::json;
-    let mut b = Builder { f, kind, out: Vec::new() };
+    let (f, kind) = (b.f, b.kind);
     let regime = f.bound.as_ref().map(|x| x.kind);
     let units = crate::facts::utilisation(f);
     let busiest = units.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
@@ -669,7 +701,6 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
     for x in &mut b.out {
         x.facts.retain(|k| f.get(k).is_some());
     }
-    order_and_grade(b.out, f, time_share_pct)
 }
 
 /// Orders findings (the causes that explain the regime, the regime, then the rest, each by estimate)

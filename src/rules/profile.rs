@@ -66,15 +66,13 @@ pub struct ProfileFinding {
     pub share_pct: f64,
 }
 
-/// Time by family and the profile-level findings, with the per-kernel times they were computed from
-/// (so that shard reports can be merged and the view recomputed over the whole set).
+/// Time by family and the profile-level findings (recomputed from the batch table when shard
+/// reports are merged).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ProfileView {
     pub families: Vec<FamilyTime>,
     #[serde(rename = "profile_findings")]
     pub findings: Vec<ProfileFinding>,
-    /// Every kernel of the inputs (explained or not), longest first.
-    pub kernel_times: Vec<KernelTime>,
 }
 
 #[derive(Deserialize)]
@@ -224,9 +222,7 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             share_pct: 100.0 * g / total,
         });
     }
-    let mut kernel_times = kernels.to_vec();
-    kernel_times.sort_by(|a, b| b.total_ns.total_cmp(&a.total_ns));
-    ProfileView { families, findings, kernel_times }
+    ProfileView { families, findings }
 }
 
 #[cfg(test)]

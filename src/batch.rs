@@ -1,0 +1,577 @@
+//! Batches: the streaming first pass of `keet explain` over many profiles, and the kernel table
+//! it leaves behind, which is also what `keet merge` combines across shards.
+//!
+//! Memory does not grow with the batch's raw metrics: each profile is parsed (a few at a time, in
+//! parallel), reduced to its launches' identity and duration, and dropped. What stays is a
+//! [`BatchTable`]: one [`GroupEntry`] per group of identical launches (same name and launch shape)
+//! with its launch ids, exact total time, the place it was first seen, and its representative
+//! (the longest launch). After ranking, the explain stage re-reads only the files that hold the
+//! chosen representatives ([`load_reps`]).
+//!
+//! The table is written into the JSON report (`batch`), so shard reports can be merged into
+//! exactly the report an unsharded run gives: totals are exact sums ([`ExactSum`]), independent of
+//! the order the launches were added in, and ties are broken by where a group was first seen.
+
+use crate::analysis::FileError;
+use crate::explain::report::KernelGroup;
+use crate::profile::{Launch, Profile, SourceKind};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// An exactly rounded floating-point sum (Shewchuk's algorithm, as Python's `math.fsum`): the
+/// result does not depend on the order of the terms, so a sum over shards merged later equals the
+/// sum over the whole batch, bit for bit. Serialised as its canonical partials (largest first).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExactSum {
+    /// Non-overlapping partial sums, increasing magnitude; their exact sum is the total.
+    partials: Vec<f64>,
+}
+
+impl ExactSum {
+    /// Adds `x` exactly. Non-finite terms count as 0 (a duration that is not a number is no time).
+    pub fn add(&mut self, x: f64) {
+        if !x.is_finite() {
+            return;
+        }
+        let mut x = x;
+        let mut i = 0;
+        for j in 0..self.partials.len() {
+            let mut y = self.partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                self.partials[i] = lo;
+                i += 1;
+            }
+            x = hi;
+        }
+        self.partials.truncate(i);
+        self.partials.push(x);
+    }
+
+    /// Adds every term of `other` (exactly: the result is the sum of both).
+    pub fn merge(&mut self, other: &ExactSum) {
+        for &p in &other.partials {
+            self.add(p);
+        }
+    }
+
+    /// The correctly rounded total.
+    pub fn value(&self) -> f64 {
+        let p = &self.partials;
+        let mut n = p.len();
+        if n == 0 {
+            return 0.0;
+        }
+        n -= 1;
+        let mut hi = p[n];
+        let mut lo = 0.0;
+        while n > 0 {
+            let x = hi;
+            n -= 1;
+            let y = p[n];
+            hi = x + y;
+            let yr = hi - x;
+            lo = y - yr;
+            if lo != 0.0 {
+                break;
+            }
+        }
+        // Round half to even across the partials left below.
+        if n > 0 && ((lo < 0.0 && p[n - 1] < 0.0) || (lo > 0.0 && p[n - 1] > 0.0)) {
+            let y = lo * 2.0;
+            let x = hi + y;
+            if y == x - hi {
+                hi = x;
+            }
+        }
+        hi
+    }
+
+    /// The canonical partials of the exact sum: the rounded total, then the rounded remainder, ...
+    /// (unique for a given exact value, whatever order the terms came in).
+    pub fn canonical(&self) -> Vec<f64> {
+        let mut rest = self.clone();
+        let mut out = Vec::new();
+        while !rest.partials.iter().all(|p| *p == 0.0) && out.len() < 64 {
+            let v = rest.value();
+            out.push(v);
+            rest.add(-v);
+        }
+        out
+    }
+}
+
+impl Serialize for ExactSum {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.canonical().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ExactSum {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let terms = Vec::<f64>::deserialize(d)?;
+        let mut s = ExactSum::default();
+        for t in terms {
+            s.add(t);
+        }
+        Ok(s)
+    }
+}
+
+/// A launch in the table: the file (index into [`BatchTable::files`]) and its position there.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRef {
+    pub file: u32,
+    /// Position of the launch in its file (launch order).
+    pub index: u32,
+    /// ncu's launch id.
+    pub id: u64,
+    /// `gpu__time_duration.sum` in ns (0 when absent); -1 before any launch beat the first.
+    pub duration_ns: f64,
+}
+
+/// The launch ids a group has in one file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub file: u32,
+    pub ids: Vec<u64>,
+}
+
+/// One group of identical launches (same name and launch shape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupEntry {
+    pub name: String,
+    pub block_size: Option<[u64; 3]>,
+    pub grid_size: Option<[u64; 3]>,
+    pub launches: usize,
+    /// Exact total duration, as canonical partials (the first is the rounded total).
+    pub total_duration_ns: ExactSum,
+    /// Where the group was first seen: `[file, launch index]` (ties in time keep this order).
+    pub first_seen: [u32; 2],
+    /// The representative: the longest launch (the first of equally long ones).
+    pub rep: LaunchRef,
+    /// `(file, launch id)` of every launch, in file order (written as [`Run`]s: ids per file).
+    #[serde(rename = "runs", serialize_with = "ser_runs", deserialize_with = "de_runs")]
+    pub launch_refs: Vec<(u32, u64)>,
+    /// When the report explained this group: the cache key of the representative's analysis
+    /// (everything its findings depend on, the source lines included). `keet merge` takes a
+    /// shard's findings only when the whole batch gives the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis_key: Option<String>,
+    /// The representative's kernel family, primary finding and its estimate (% of the kernel's
+    /// time): what the whole-profile view is computed from.
+    #[serde(default = "other_family")]
+    pub family: crate::rules::Family,
+    #[serde(default)]
+    pub primary: Option<String>,
+    #[serde(default)]
+    pub primary_gain_pct: Option<f64>,
+}
+
+fn other_family() -> crate::rules::Family {
+    crate::rules::Family::Other
+}
+
+fn ser_runs<S: serde::Serializer>(refs: &[(u32, u64)], s: S) -> Result<S::Ok, S::Error> {
+    let mut runs: Vec<Run> = Vec::new();
+    for &(file, id) in refs {
+        match runs.last_mut() {
+            Some(r) if r.file == file => r.ids.push(id),
+            _ => runs.push(Run { file, ids: vec![id] }),
+        }
+    }
+    runs.serialize(s)
+}
+
+fn de_runs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(u32, u64)>, D::Error> {
+    let runs = Vec::<Run>::deserialize(d)?;
+    Ok(runs.into_iter().flat_map(|r| r.ids.into_iter().map(move |id| (r.file, id))).collect())
+}
+
+impl GroupEntry {
+    pub fn key(&self) -> GroupKey {
+        (self.name.clone(), self.block_size, self.grid_size)
+    }
+}
+
+/// What makes launches identical.
+pub type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
+
+/// Everything the cross-file ranking needs, without any raw metrics (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchTable {
+    /// The profiles read, in the order they were read (sorted).
+    pub files: Vec<PathBuf>,
+    /// Indices (into `files`) of `--page source` exports, re-read to attach their source views.
+    pub source_pages: Vec<u32>,
+    /// In first-seen order.
+    pub groups: Vec<GroupEntry>,
+    #[serde(skip)]
+    index: HashMap<GroupKey, usize>,
+}
+
+/// One launch reduced to what the table keeps.
+struct LaunchSummary {
+    name: String,
+    block_size: Option<[u64; 3]>,
+    grid_size: Option<[u64; 3]>,
+    id: u64,
+    duration_ns: f64,
+    /// The diagnosis in brief (family, primary category and its estimate), for the profile view.
+    brief: crate::rules::Brief,
+}
+
+impl LaunchSummary {
+    fn of(l: &Launch) -> LaunchSummary {
+        LaunchSummary {
+            name: l.name.clone(),
+            block_size: l.block_size,
+            grid_size: l.grid_size,
+            id: l.id,
+            duration_ns: crate::explain::select::duration_ns(l),
+            brief: crate::rules::brief(l),
+        }
+    }
+}
+
+/// What one file contributes (its profile is dropped once this is made).
+enum FileSummary {
+    Launches(SourceKind, Vec<LaunchSummary>),
+    Error(String),
+}
+
+/// Input bytes parsed at the same time, at most (a larger file is parsed alone). Parsing takes
+/// several times a file's size in memory, so without this the peak of a long batch is whenever its
+/// largest files happen to be parsed together; with it, the peak does not depend on the batch.
+pub const BYTES_IN_FLIGHT: u64 = 4 << 20;
+
+/// A counting semaphore over input bytes.
+#[derive(Default)]
+struct Budget {
+    used: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+impl Budget {
+    fn acquire(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used > 0 && *used + n > BYTES_IN_FLIGHT {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += n;
+    }
+
+    fn release(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= n;
+        self.freed.notify_all();
+    }
+}
+
+fn summarise(p: &std::path::Path, budget: &Budget) -> FileSummary {
+    let n = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    budget.acquire(n);
+    let s = summarise_now(p);
+    budget.release(n);
+    s
+}
+
+fn summarise_now(p: &std::path::Path) -> FileSummary {
+    match crate::profile::read_path(p) {
+        Ok(prof) => FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect()),
+        Err(e) => FileSummary::Error(e.to_string()),
+    }
+}
+
+impl BatchTable {
+    /// Adds one profile's launches (the profile can be dropped afterwards).
+    pub fn add_profile(&mut self, p: &Profile) {
+        self.add(p.path.clone(), p.kind, p.launches.iter().map(LaunchSummary::of).collect());
+    }
+
+    fn add(&mut self, path: PathBuf, kind: SourceKind, launches: Vec<LaunchSummary>) {
+        let fi = u32::try_from(self.files.len()).expect("fewer than 4 billion files");
+        self.files.push(path);
+        if kind == SourceKind::SourceCsv {
+            self.source_pages.push(fi);
+            return;
+        }
+        for (li, l) in launches.into_iter().enumerate() {
+            let li = u32::try_from(li).expect("fewer than 4 billion launches in a file");
+            let key = (l.name, l.block_size, l.grid_size);
+            let groups = &mut self.groups;
+            let gi = *self.index.entry(key).or_insert_with_key(|k| {
+                groups.push(GroupEntry {
+                    name: k.0.clone(),
+                    block_size: k.1,
+                    grid_size: k.2,
+                    launches: 0,
+                    total_duration_ns: ExactSum::default(),
+                    first_seen: [fi, li],
+                    rep: LaunchRef { file: fi, index: li, id: l.id, duration_ns: -1.0 },
+                    launch_refs: vec![],
+                    analysis_key: None,
+                    family: l.brief.family,
+                    primary: None,
+                    primary_gain_pct: None,
+                });
+                groups.len() - 1
+            });
+            let g = &mut self.groups[gi];
+            g.launches += 1;
+            g.total_duration_ns.add(l.duration_ns);
+            g.launch_refs.push((fi, l.id));
+            if l.duration_ns > g.rep.duration_ns {
+                g.rep = LaunchRef { file: fi, index: li, id: l.id, duration_ns: l.duration_ns };
+                g.family = l.brief.family;
+                g.primary = l.brief.primary.map(|c| c.as_str().to_string());
+                g.primary_gain_pct = l.brief.estimate_pct;
+            }
+        }
+    }
+
+    /// Rebuilds the lookup index (after deserialising).
+    pub fn reindex(&mut self) {
+        self.index = self.groups.iter().enumerate().map(|(i, g)| (g.key(), i)).collect();
+    }
+
+    /// The group with this identity.
+    pub fn group(&self, key: &GroupKey) -> Option<&GroupEntry> {
+        self.index.get(key).map(|&i| &self.groups[i])
+    }
+
+    /// Exact total time of every launch.
+    pub fn total(&self) -> ExactSum {
+        let mut t = ExactSum::default();
+        for g in &self.groups {
+            t.merge(&g.total_duration_ns);
+        }
+        t
+    }
+
+    /// Groups ranked by total time, longest first (ties: first seen first), as `(table index,
+    /// total ns)`; with the total time of all launches.
+    pub fn ranked(&self) -> (Vec<(usize, f64)>, f64) {
+        let total = self.total().value();
+        let mut order: Vec<usize> = (0..self.groups.len()).collect();
+        order.sort_by_key(|&i| self.groups[i].first_seen);
+        let mut out: Vec<(usize, f64)> = order.into_iter().map(|i| (i, self.groups[i].total_duration_ns.value())).collect();
+        // Stable: equal times keep first-seen order.
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        (out, total)
+    }
+
+    /// Group `i` as the report shows it; `all_ns` is the total time of all launches.
+    pub fn kernel_group(&self, i: usize, all_ns: f64) -> KernelGroup {
+        let g = &self.groups[i];
+        let t = g.total_duration_ns.value();
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut last = None;
+        for &(f, _) in &g.launch_refs {
+            if last != Some(f) {
+                files.push(self.files[f as usize].clone());
+                last = Some(f);
+            }
+        }
+        KernelGroup {
+            name: g.name.clone(),
+            files,
+            launch_ids: g.launch_refs.iter().map(|r| r.1).collect(),
+            launches: g.launches,
+            total_duration_ns: t,
+            time_share_pct: if all_ns > 0.0 { 100.0 * t / all_ns } else { 0.0 },
+        }
+    }
+}
+
+/// The streaming first pass: reads `files` (a few at a time on `jobs` threads, 0 = all cores),
+/// keeps each one's launches in the table and drops its metrics. Bad files become errors; the
+/// others go on. A progress bar is drawn on stderr only when asked and stderr is a terminal.
+pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<FileError>) {
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(files.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} reading profiles {pos}/{len} {wide_msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok();
+    let threads = pool.as_ref().map(|p| p.current_num_threads()).unwrap_or_else(rayon::current_num_threads);
+    // Enough files in flight to keep every thread busy; no more, so memory stays flat.
+    let chunk = (threads * 4).max(1);
+    let mut table = BatchTable::default();
+    let mut errors = Vec::new();
+    let budget = Budget::default();
+    for part in files.chunks(chunk) {
+        let run = || -> Vec<FileSummary> {
+            part.par_iter()
+                .map(|p| {
+                    let s = summarise(p, &budget);
+                    if let Some(b) = &bar {
+                        b.inc(1);
+                    }
+                    s
+                })
+                .collect()
+        };
+        let sums = match &pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        };
+        for (p, s) in part.iter().zip(sums) {
+            match s {
+                FileSummary::Launches(kind, launches) => table.add(p.clone(), kind, launches),
+                FileSummary::Error(message) => errors.push(FileError { path: p.clone(), message }),
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    (table, errors)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepError {
+    #[error("{}: cannot read it again for the chosen kernel {kernel:?}: {message}", path.display())]
+    Reread { path: PathBuf, kernel: String, message: String },
+    #[error("{}: changed since it was first read: launch {index} is no longer {kernel:?} (id {id}); run again", path.display())]
+    Changed { path: PathBuf, kernel: String, index: u32, id: u64 },
+}
+
+/// Re-reads the files holding the representatives of the chosen groups (each file once) and
+/// returns those launches, in the order of `entries`, with the source views of the batch's
+/// `--page source` exports attached as the single-pass reader attached them.
+pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Launch>, RepError> {
+    let mut by_file: Vec<(u32, Vec<usize>)> = Vec::new();
+    for (pos, &e) in entries.iter().enumerate() {
+        let f = table.groups[e].rep.file;
+        match by_file.iter_mut().find(|(ff, _)| *ff == f) {
+            Some((_, v)) => v.push(pos),
+            None => by_file.push((f, vec![pos])),
+        }
+    }
+    let read = |fi: u32, kernel: &str| {
+        let path = &table.files[fi as usize];
+        crate::profile::read_path(path).map_err(|e| RepError::Reread { path: path.clone(), kernel: kernel.to_string(), message: e.to_string() })
+    };
+    let mut slots: Vec<Option<Launch>> = vec![None; entries.len()];
+    for (fi, positions) in by_file {
+        let first = &table.groups[entries[positions[0]]];
+        let mut prof = read(fi, &first.name)?;
+        for pos in positions {
+            let g = &table.groups[entries[pos]];
+            let idx = g.rep.index as usize;
+            let ok = prof.launches.get(idx).is_some_and(|l| l.id == g.rep.id && l.name == g.name);
+            if !ok {
+                return Err(RepError::Changed { path: prof.path.clone(), kernel: g.name.clone(), index: g.rep.index, id: g.rep.id });
+            }
+            slots[pos] = Some(std::mem::take(&mut prof.launches[idx]));
+        }
+    }
+    let mut reps: Vec<Launch> = slots.into_iter().map(|l| l.expect("every position filled above")).collect();
+    attach_sources(table, &mut reps)?;
+    Ok(reps)
+}
+
+/// Attaches source views to `reps` exactly as [`crate::explain::source::attach_source_views`] does
+/// over the whole batch: of the views matching a launch only the first one and the first one with
+/// line numbers can end up attached, so only those are kept while the source pages are re-read.
+fn attach_sources(table: &BatchTable, reps: &mut Vec<Launch>) -> Result<(), RepError> {
+    if table.source_pages.is_empty() || reps.is_empty() {
+        return Ok(());
+    }
+    let strip = |n: &str| n.split('(').next().unwrap_or(n).trim().to_string();
+    let wanted: std::collections::HashSet<String> = reps.iter().flat_map(|l| [l.name.clone(), strip(&l.name)]).collect();
+    // Per view name: (first view, first view with line numbers), in batch order.
+    let mut keep: Vec<Launch> = Vec::new();
+    let mut seen: HashMap<String, (bool, bool)> = HashMap::new();
+    for &fi in &table.source_pages {
+        let path = &table.files[fi as usize];
+        let prof = crate::profile::read_path(path)
+            .map_err(|e| RepError::Reread { path: path.clone(), kernel: "(source page)".into(), message: e.to_string() })?;
+        for l in prof.launches {
+            if !wanted.contains(&l.name) {
+                continue;
+            }
+            let Some(view) = &l.source else { continue };
+            let lines = view.rows.iter().any(|r| r.line.is_some());
+            let e = seen.entry(l.name.clone()).or_insert((false, false));
+            let useful = !e.0 || (lines && !e.1);
+            e.0 = true;
+            e.1 |= lines;
+            if useful {
+                keep.push(l);
+            }
+        }
+    }
+    let mut profiles = vec![Profile { path: PathBuf::new(), kind: SourceKind::SourceCsv, launches: keep, notes: vec![] }];
+    profiles.push(Profile { path: PathBuf::new(), kind: SourceKind::NcuRep, launches: std::mem::take(reps), notes: vec![] });
+    let mut profiles = crate::explain::source::attach_source_views(profiles);
+    *reps = profiles.pop().map(|p| p.launches).unwrap_or_default();
+    Ok(())
+}
+
+/// The settings a report was made with: everything besides the inputs that decides which
+/// kernels are explained and how. Shard reports merge only when these agree (except `shard`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportSettings {
+    pub coverage_pct: f64,
+    pub top: usize,
+    pub max_findings: usize,
+    pub no_llm: bool,
+    pub repair_attempts: usize,
+    /// `--source` files.
+    pub source_files: Vec<PathBuf>,
+    /// SHA-256 over the prompt templates.
+    pub prompt_templates_sha256: String,
+    /// `[K, N]`: this report covers the K-th of N shares of the input files (`--shard K/N`).
+    pub shard: Option<[usize; 2]>,
+    /// Profile files found in the inputs, before sharding.
+    pub input_files: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_sum_is_order_independent() {
+        let terms = [1e16, 1.0, -1e16, 0.1, 0.2, 0.3, 3.52e3, 1e-3, 7.25, 123456.789];
+        let mut a = ExactSum::default();
+        terms.iter().for_each(|t| a.add(*t));
+        let mut b = ExactSum::default();
+        terms.iter().rev().for_each(|t| b.add(*t));
+        assert_eq!(a.value().to_bits(), b.value().to_bits());
+        assert_eq!(a.canonical(), b.canonical());
+        // Naive summation loses the 1.0 next to 1e16; the exact sum keeps it.
+        let naive: f64 = terms.iter().sum();
+        assert_ne!(naive, a.value());
+        assert!((a.value() - 126985.64).abs() < 1e-6, "{}", a.value());
+        // Merging two halves equals adding all.
+        let mut h1 = ExactSum::default();
+        let mut h2 = ExactSum::default();
+        for (i, t) in terms.iter().enumerate() {
+            if i % 2 == 0 { h1.add(*t) } else { h2.add(*t) }
+        }
+        h1.merge(&h2);
+        assert_eq!(h1.canonical(), a.canonical());
+        // Round trip through JSON.
+        let json = serde_json::to_string(&a).unwrap();
+        let back: ExactSum = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.canonical(), a.canonical());
+        assert_eq!(ExactSum::default().value(), 0.0);
+        let mut nan = ExactSum::default();
+        nan.add(f64::NAN);
+        nan.add(2.5);
+        assert_eq!(nan.value(), 2.5);
+    }
+}
