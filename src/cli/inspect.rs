@@ -110,6 +110,7 @@ pub fn metrics_tables(doc: &InspectDocument, markdown: bool) -> String {
             let Some(rows) = &l.metrics else { continue };
             let value = |r: &analysis::MetricRow| match &r.value {
                 serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), |f| f.to_string()),
                 serde_json::Value::Null => r.raw_value.clone(),
                 v => v.to_string(),
             };
