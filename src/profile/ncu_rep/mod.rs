@@ -228,7 +228,10 @@ impl<'a> Parser<'a> {
                 return Err(ProfileError::Report {
                     path: self.path.to_owned(),
                     offset: c.offset,
-                    message: format!("{} (block {}); no kernel launch is complete before it", c.message, c.block),
+                    message: format!(
+                        "the file ends early at byte {total}: {} (block {} is incomplete); no kernel launch is complete before it",
+                        c.message, c.block
+                    ),
                 });
             }
             let message = format!(
