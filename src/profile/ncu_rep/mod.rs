@@ -323,7 +323,7 @@ impl<'a> Parser<'a> {
     fn block(&self, frame: Frame, st: &mut State) -> Result<Option<Cut>> {
         let Frame { index: block, header, payload_start, end } = frame;
         st.blocks = block + 1;
-        let clipped = end < payload_start + header.payload_size as usize;
+        let clipped = ((end - payload_start) as u64) < header.payload_size;
         let cut = |e: ProfileError, start: usize| -> Result<Option<Cut>> {
             if clipped {
                 Ok(Some(Cut::from_error(block, start, e)))
