@@ -128,10 +128,16 @@ pub fn metrics_tables(doc: &InspectDocument, markdown: bool) -> String {
                     let _ = writeln!(out, "| {} |", c.iter().map(|s| esc(s)).collect::<Vec<_>>().join(" | "));
                 }
             } else {
+                // Column widths; a long text value (ncu's `breakdown:` lists) overflows its column
+                // instead of widening it for every row.
+                const MAX_VALUE_WIDTH: usize = 24;
                 let mut w = head.map(str::len);
                 for c in &cells {
                     for (i, s) in c.iter().enumerate() {
-                        w[i] = w[i].max(s.chars().count());
+                        let n = s.chars().count();
+                        if !(i == 1 || i == 3) || n <= MAX_VALUE_WIDTH {
+                            w[i] = w[i].max(n);
+                        }
                     }
                 }
                 let line = |c: &[&str]| {
