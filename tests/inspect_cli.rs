@@ -124,7 +124,10 @@ fn all_metrics_lists_every_stored_metric() {
     }
     let notes = doc["files"][0]["notes"].as_array().unwrap();
     assert!(!notes.iter().any(|n| n.as_str().unwrap().contains("outside the string table")), "{notes:?}");
-    let d = launches[4]["metrics"].as_array().unwrap().iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
+    // (The FlashAttention launch, 4, stores NaN here: value null, raw value "NaN".)
+    let nan = launches[4]["metrics"].as_array().unwrap().iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
+    assert_eq!((&nan["value"], nan["raw_value"].as_str()), (&serde_json::Value::Null, Some("NaN")));
+    let d = launches[0]["metrics"].as_array().unwrap().iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
     assert_eq!(d["unit"], "ns");
     assert_eq!(d["raw_unit"], "");
     assert_eq!(d["value"].as_f64().unwrap().to_string(), d["raw_value"].as_str().unwrap());
