@@ -26,6 +26,42 @@ pub struct LaunchAnalysis {
     pub ncu_rules: Vec<crate::profile::NcuRuleResult>,
     /// Regime, kernel kind, missing sections, and where keet disagrees with ncu's estimates.
     pub diagnosis: rules::Diagnosis,
+    /// Every raw metric of the launch, sorted by name (`keet inspect --all-metrics` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Vec<MetricRow>>,
+}
+
+/// One raw metric as stored, for `keet inspect --all-metrics`: the value after unit
+/// normalisation and the value and unit exactly as the source wrote them.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricRow {
+    pub name: String,
+    /// A number in `unit`, or the text of a text metric (`null` for a stored NaN / infinity,
+    /// whose text is in `raw_value`).
+    pub value: serde_json::Value,
+    pub unit: String,
+    pub raw_value: String,
+    pub raw_unit: String,
+}
+
+/// Every metric of `launch`, sorted by name.
+pub fn metric_rows(launch: &Launch) -> Vec<MetricRow> {
+    let mut rows: Vec<MetricRow> = launch
+        .metrics
+        .iter()
+        .map(|(name, m)| MetricRow {
+            name: name.to_string(),
+            value: match m.value {
+                crate::profile::MetricValue::Number(v) => serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number),
+                crate::profile::MetricValue::Text(t) => serde_json::Value::String(t.to_string()),
+            },
+            unit: m.unit.to_string(),
+            raw_value: m.raw_value.to_string(),
+            raw_unit: m.raw_unit.to_string(),
+        })
+        .collect();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    rows
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +112,7 @@ pub fn analyse_launch_in(launch: &Launch, time_share_pct: Option<f64>) -> Launch
         findings,
         ncu_rules,
         diagnosis,
+        metrics: None,
     }
 }
 

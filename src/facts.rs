@@ -642,8 +642,9 @@ pub fn derive(launch: &Launch) -> Facts {
     };
 
     // Launch shape.
-    f.block_threads = r.fact("block_threads", "Threads per block", "thread", &["launch__block_size"]).or_else(|| {
-        launch.block_size.map(|b| Fact {
+    // A launch has at least one thread and one block: zeros (as stored for some launches) are no shape.
+    f.block_threads = r.fact("block_threads", "Threads per block", "thread", &["launch__block_size"]).filter(|x| x.value > 0.0).or_else(|| {
+        launch.block_size.filter(|b| b.iter().all(|x| *x > 0)).map(|b| Fact {
             key: "block_threads",
             label: "Threads per block",
             value: (b[0] * b[1] * b[2]) as f64,
@@ -651,8 +652,8 @@ pub fn derive(launch: &Launch) -> Facts {
             evidence: vec![shape_evidence("Block Size", b)],
         })
     });
-    f.grid_blocks = r.fact("grid_blocks", "Blocks in the grid", "block", &["launch__grid_size"]).or_else(|| {
-        launch.grid_size.map(|g| Fact {
+    f.grid_blocks = r.fact("grid_blocks", "Blocks in the grid", "block", &["launch__grid_size"]).filter(|x| x.value > 0.0).or_else(|| {
+        launch.grid_size.filter(|g| g.iter().all(|x| *x > 0)).map(|g| Fact {
             key: "grid_blocks",
             label: "Blocks in the grid",
             value: (g[0] * g[1] * g[2]) as f64,

@@ -100,3 +100,55 @@ fn output_file_is_written_atomically() {
     assert_eq!(doc["schema"], "keet.inspect/1");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "temporary files left behind");
 }
+
+#[test]
+fn all_metrics_lists_every_stored_metric() {
+    // The report whose later blocks add names to the string table: every launch has all its metrics.
+    let p = corpus().join("h800-sglang/fa2_fwd.ncu-rep");
+    let out = keet(&["inspect", "--all-metrics", "--format", "json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors: Vec<String> = schema().iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path())).take(10).collect();
+    assert!(errors.is_empty(), "schema errors: {errors:#?}");
+    let launches = doc["files"][0]["launches"].as_array().unwrap();
+    // Counted independently (Python protobuf walk and ncu_report): records with a value per launch.
+    let counts: Vec<usize> = launches.iter().map(|l| l["metrics"].as_array().unwrap().len()).collect();
+    assert_eq!(counts, [958, 956, 960, 960, 824]);
+    for l in launches {
+        let rows = l["metrics"].as_array().unwrap();
+        assert_eq!(rows.len() as u64, l["metric_count"].as_u64().unwrap());
+        let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "not sorted");
+        // Names a later block adds to the string table.
+        assert!(names.contains(&"lts__gcomp_input_sectors.sum"), "{}", l["name"]);
+    }
+    let notes = doc["files"][0]["notes"].as_array().unwrap();
+    assert!(!notes.iter().any(|n| n.as_str().unwrap().contains("outside the string table")), "{notes:?}");
+    // (The FlashAttention launch, 4, stores NaN here: value null, raw value "NaN".)
+    let nan = launches[4]["metrics"].as_array().unwrap().iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
+    assert_eq!((&nan["value"], nan["raw_value"].as_str()), (&serde_json::Value::Null, Some("NaN")));
+    let d = launches[0]["metrics"].as_array().unwrap().iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
+    assert_eq!(d["unit"], "ns");
+    assert_eq!(d["raw_unit"], "");
+    assert_eq!(d["value"].as_f64().unwrap().to_string(), d["raw_value"].as_str().unwrap());
+
+    // A raw page: values normalised, raw value and unit as written.
+    let p = corpus().join("rtx3060-sassscope/raw.csv");
+    let out = keet(&["inspect", "--all-metrics", "--format", "json", p.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["files"][0]["launches"][0]["metrics"].as_array().unwrap();
+    let d = rows.iter().find(|r| r["name"] == "gpu__time_duration.sum").unwrap();
+    assert_eq!((d["value"].as_f64(), d["unit"].as_str()), (Some(1952.0), Some("ns")), "{d}");
+    assert!(!d["raw_unit"].as_str().unwrap().is_empty(), "{d}");
+
+    // Text: a table sorted by name, one row per metric; without the flag, no table.
+    let out = keet(&["inspect", "--all-metrics", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let head = text.lines().position(|l| l.starts_with("metric ") && l.contains("raw unit")).expect("table header");
+    let body: Vec<&str> = text.lines().skip(head + 1).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(body.len(), rows.len());
+    assert!(body.iter().any(|l| l.starts_with("gpu__time_duration.sum ") && l.contains(" ns ")), "{body:?}");
+    let plain = keet(&["inspect", p.to_str().unwrap()]);
+    assert!(!String::from_utf8(plain.stdout).unwrap().contains("raw unit"));
+}

@@ -1,4 +1,9 @@
-//! `keet inspect`: the facts and rule findings for every launch in every file.
+//! `keet inspect`: the facts and rule findings for every launch in every file; with
+//! `--all-metrics`, every raw metric of every launch too (a `metrics` array per launch in JSON, a
+//! table sorted by name in text and Markdown).
+//!
+//! A file that ends early (a report cut off mid-write) still has its complete launches printed;
+//! the cut is reported as an error and the exit status is 2, as for any bad input.
 
 use crate::analysis::{self, FileError, InspectDocument, INSPECT_SCHEMA};
 use crate::render::{self, Format};
@@ -21,6 +26,9 @@ pub struct InspectArgs {
     /// Parse files in parallel with this many threads (default: all cores).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
+    /// List every raw metric of every launch: name, value, unit, raw value and raw unit as stored.
+    #[arg(long)]
+    pub all_metrics: bool,
 }
 
 /// Builds the template context: the document plus each launch's facts as a flat list.
@@ -42,27 +50,44 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
         anyhow::bail!("no .ncu-rep or .csv files found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().context("thread pool")?;
+    let all_metrics = a.all_metrics;
     let results: Vec<_> = pool.install(|| {
         use rayon::prelude::*;
-        files.par_iter().map(|p| crate::profile::read_path(p).map(|prof| analysis::analyse_profile(&prof))).collect()
+        files
+            .par_iter()
+            .map(|p| {
+                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
+                let analysed = prof.map(|prof| {
+                    let mut f = analysis::analyse_profile(&prof);
+                    if all_metrics {
+                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
+                            l.metrics = Some(analysis::metric_rows(launch));
+                        }
+                    }
+                    f
+                });
+                (analysed, err)
+            })
+            .collect()
     });
     let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
     let mut bad_input = false;
-    for (path, r) in files.iter().zip(results) {
-        match r {
-            Ok(f) => doc.files.push(f),
-            Err(e) => {
-                bad_input = true;
-                doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
-            }
+    for (path, (f, e)) in files.iter().zip(results) {
+        doc.files.extend(f);
+        if let Some(e) = e {
+            bad_input = true;
+            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
         }
     }
     let format = a.format.unwrap_or(Format::Text);
-    let out = match format {
+    let mut out = match format {
         Format::Json => render::json(&doc)?,
         Format::Md => render::render("inspect.md", &template_context(&doc))?,
         Format::Text | Format::Html => render::render("inspect.txt", &template_context(&doc))?,
     };
+    if all_metrics && format != Format::Json {
+        out.push_str(&metrics_tables(&doc, format == Format::Md));
+    }
     super::write_output(a.output.as_deref(), &out)?;
     for e in &doc.errors {
         eprintln!("error: {}", e.message);
@@ -73,4 +98,67 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
     }
     let _ = std::io::stdout().is_terminal();
     Ok(0)
+}
+
+/// The `--all-metrics` tables for text and Markdown: per launch, every metric sorted by name with
+/// its value, unit, raw value and raw unit.
+pub fn metrics_tables(doc: &InspectDocument, markdown: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for f in &doc.files {
+        for l in &f.launches {
+            let Some(rows) = &l.metrics else { continue };
+            let value = |r: &analysis::MetricRow| match &r.value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), |f| f.to_string()),
+                serde_json::Value::Null => r.raw_value.clone(),
+                v => v.to_string(),
+            };
+            let cells: Vec<[String; 5]> = rows
+                .iter()
+                .map(|r| [r.name.clone(), value(r), r.unit.clone(), r.raw_value.clone(), r.raw_unit.clone()])
+                .collect();
+            let head = ["metric", "value", "unit", "raw value", "raw unit"];
+            let _ = writeln!(out, "\n{}{}#{} {}: {} metric(s)\n", if markdown { "### " } else { "== " }, f.path.display(), l.id, l.name, rows.len());
+            if markdown {
+                let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+                let _ = writeln!(out, "| {} |", head.join(" | "));
+                let _ = writeln!(out, "|---|---:|---|---:|---|");
+                for c in &cells {
+                    let _ = writeln!(out, "| {} |", c.iter().map(|s| esc(s)).collect::<Vec<_>>().join(" | "));
+                }
+            } else {
+                // Column widths; a long text value (ncu's `breakdown:` lists) overflows its column
+                // instead of widening it for every row.
+                const MAX_VALUE_WIDTH: usize = 24;
+                let mut w = head.map(str::len);
+                for c in &cells {
+                    for (i, s) in c.iter().enumerate() {
+                        let n = s.chars().count();
+                        if !(i == 1 || i == 3) || n <= MAX_VALUE_WIDTH {
+                            w[i] = w[i].max(n);
+                        }
+                    }
+                }
+                let line = |c: &[&str]| {
+                    let mut s = String::new();
+                    for (i, v) in c.iter().enumerate() {
+                        let pad = w[i].saturating_sub(v.chars().count());
+                        // Numbers right-aligned, text left-aligned.
+                        if i == 1 || i == 3 {
+                            let _ = write!(s, "{}{}  ", " ".repeat(pad), v);
+                        } else {
+                            let _ = write!(s, "{}{}  ", v, " ".repeat(pad));
+                        }
+                    }
+                    s.trim_end().to_string()
+                };
+                let _ = writeln!(out, "{}", line(&head));
+                for c in &cells {
+                    let _ = writeln!(out, "{}", line(&c.each_ref().map(String::as_str)));
+                }
+            }
+        }
+    }
+    out
 }

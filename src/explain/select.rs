@@ -56,10 +56,10 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
     let mut profiles = Vec::new();
     let mut errors = Vec::new();
     for (p, r) in files.iter().zip(results) {
-        match r {
-            Ok(prof) => profiles.push(prof),
-            Err(e) => errors.push(FileError { path: p.clone(), message: e.to_string() }),
-        }
+        // A file cut short keeps its complete launches and is still reported as an error.
+        let (prof, err) = crate::profile::salvage(r);
+        profiles.extend(prof);
+        errors.extend(err.map(|e| FileError { path: p.clone(), message: e.to_string() }));
     }
     (profiles, errors)
 }

@@ -184,16 +184,32 @@ impl Engine {
                 let dir = p.parent().map(|d| d.to_path_buf()).unwrap_or_default();
                 let tok_json = dir.join("tokenizer.json");
                 let cfg = read_json(&dir.join("tokenizer_config.json"));
-                let tokenizer = if tok_json.is_file() {
-                    Tokenizer::from_file(&tok_json, cfg.as_ref())?
-                } else {
-                    Tokenizer::from_gguf(gguf.metadata())?
-                };
+                let opts = LoadOptions::from_env(n_threads);
+                // The tokenizer (vocabulary and merges) is built on a second thread while the
+                // weights load: the two take about as long as each other.
+                let (tokenizer, fast) = std::thread::scope(|s| {
+                    let tok = s.spawn(|| {
+                        if tok_json.is_file() {
+                            Tokenizer::from_file(&tok_json, cfg.as_ref())
+                        } else {
+                            Tokenizer::from_gguf(gguf.metadata())
+                        }
+                    });
+                    let fast = loader::load_gguf_fast(&gguf, &dev, &opts);
+                    let tokenizer = tok.join().unwrap_or_else(|_| Err(err("building the tokenizer failed (thread panicked)")));
+                    (tokenizer, fast)
+                });
+                let tokenizer = tokenizer?;
                 let template = gguf.md_str("tokenizer.chat_template").or_else(|| template_from_config(cfg.as_ref()));
                 let arch = gguf.architecture();
                 let ctx = gguf.context_length().unwrap_or(4096);
-                let (model, imp) = loader::load_gguf_model(gguf, &dev, &LoadOptions::from_env(n_threads))?;
-                implementation = imp;
+                let model = match fast? {
+                    Some(m) => {
+                        implementation = "fast";
+                        m
+                    }
+                    None => loader::load_gguf_candle(gguf, &dev)?,
+                };
                 (model, tokenizer, template, arch, ctx, p.clone())
             }
             ModelLocation::Safetensors(dir) => {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Seek};
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file;
@@ -40,14 +40,21 @@ pub fn parse_device(s: &str) -> Result<Device, LlmError> {
     Ok(Device::new_cuda(ordinal)?)
 }
 
-/// A GGUF file's header (metadata and tensor table), checked against the file size.
+/// A GGUF file, memory-mapped, with its header (metadata and tensor table) parsed and checked
+/// against the file size.
+///
+/// The file is mapped rather than read: the header is parsed from memory (no small reads), and
+/// tensor data is copied from the map straight into the model's own layout, so the weights are
+/// read from the page cache once and never buffered twice.
 pub struct GgufFile {
     pub path: PathBuf,
     pub content: gguf_file::Content,
+    map: memmap2::Mmap,
 }
 
 impl GgufFile {
-    /// Reads and checks the header; a file that is not GGUF, or is cut short, is a clear error.
+    /// Maps the file and reads and checks the header; a file that is not GGUF, or is cut short, is
+    /// a clear error.
     pub fn open(path: &Path) -> Result<Self, LlmError> {
         let corrupt = |why: String| {
             err(format!(
@@ -56,10 +63,14 @@ impl GgufFile {
                 path.display()
             ))
         };
-        let mut f = File::open(path).map_err(|e| err(format!("cannot open model file {}: {e}", path.display())))?;
-        let file_len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut r = BufReader::new(&mut f);
-        let content = gguf_file::Content::read(&mut r).map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
+        let f = File::open(path).map_err(|e| err(format!("cannot open model file {}: {e}", path.display())))?;
+        // SAFETY: the map is read-only and keet never writes model files; as with any mapped file,
+        // another process truncating it while keet runs would fault (installers write a new file
+        // and rename it, which leaves this mapping intact).
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| err(format!("cannot map model file {}: {e}", path.display())))?;
+        let file_len = map.len() as u64;
+        let content = gguf_file::Content::read(&mut Cursor::new(&map[..]))
+            .map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
         let mut end = 0u64;
         for (name, ti) in &content.tensor_infos {
             let elems = ti.shape.elem_count();
@@ -76,7 +87,12 @@ impl GgufFile {
         if end > file_len {
             return Err(corrupt(format!("the tensors need {end} bytes but the file has {file_len} (truncated?)")));
         }
-        Ok(GgufFile { path: path.to_path_buf(), content })
+        Ok(GgufFile { path: path.to_path_buf(), content, map })
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
     }
 
     pub fn metadata(&self) -> &HashMap<String, gguf_file::Value> {
@@ -159,13 +175,35 @@ impl LoadOptions {
     }
 }
 
-/// Loads a GGUF model: the one place an implementation is chosen. Returns the model and the name of
-/// the implementation (`fast` or `candle`).
+/// Loads a GGUF model: the one place an implementation is chosen ([`load_gguf_fast`] when it
+/// applies, else [`load_gguf_candle`]). Returns the model and the name of the implementation
+/// (`fast` or `candle`).
 pub fn load_gguf_model(
     gguf: GgufFile,
     device: &Device,
     opts: &LoadOptions,
 ) -> Result<(Box<dyn CausalLm>, &'static str), LlmError> {
+    match load_gguf_fast(&gguf, device, opts)? {
+        Some(m) => Ok((m, "fast")),
+        None => Ok((load_gguf_candle(gguf, device)?, "candle")),
+    }
+}
+
+/// keet's own CPU implementation (src/llm/fast/) for llama-architecture GGUF on CPU, when the
+/// options allow it; `None` when it does not apply or cannot load this file (then candle does).
+pub fn load_gguf_fast(gguf: &GgufFile, device: &Device, opts: &LoadOptions) -> Result<Option<Box<dyn CausalLm>>, LlmError> {
+    let arch = Arch::from_gguf(&gguf.architecture())?;
+    if arch == Arch::Llama && device.is_cpu() && opts.prefer_fast {
+        match super::fast::FastLlama::from_gguf(&gguf.content, gguf.bytes(), opts.threads.max(1)) {
+            Ok(m) => return Ok(Some(Box::new(m))),
+            Err(e) => eprintln!("keet: fast CPU implementation unavailable for {} ({e}); using candle", gguf.path.display()),
+        }
+    }
+    Ok(None)
+}
+
+/// candle-transformers' quantized Llama / Qwen2 / Qwen3 on any device.
+pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn CausalLm>, LlmError> {
     let arch = Arch::from_gguf(&gguf.architecture())?;
     let vocab = gguf
         .metadata()
@@ -175,16 +213,7 @@ pub fn load_gguf_model(
         .or_else(|| gguf.md_u32(&format!("{}.vocab_size", gguf.architecture())).map(|v| v as usize))
         .unwrap_or(0);
     let path = gguf.path.clone();
-    // keet's own CPU implementation (src/llm/fast/) for llama-architecture GGUF on CPU.
-    if arch == Arch::Llama && device.is_cpu() && opts.prefer_fast {
-        match super::fast::load_gguf(&path, opts.threads.max(1)) {
-            Ok(m) => return Ok((Box::new(m), "fast")),
-            Err(e) => eprintln!("keet: fast CPU implementation unavailable for {} ({e}); using candle", path.display()),
-        }
-    }
-    let mut f = File::open(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
-    f.rewind().map_err(|e| err(e.to_string()))?;
-    let mut r = BufReader::new(f);
+    let mut r = Cursor::new(&gguf.map[..]);
     let ctx = gguf.context_length();
     let wrap = |e: candle_core::Error| err(format!("loading {}: {e}", path.display()));
     let inner = match arch {
@@ -198,7 +227,7 @@ pub fn load_gguf_model(
             Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
         }
     };
-    Ok((Box::new(CandleLm::new(inner, device.clone(), vocab, ctx)), "candle"))
+    Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx)))
 }
 
 /// Loads a safetensors model folder (`config.json` + `*.safetensors`).

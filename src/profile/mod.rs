@@ -141,6 +141,52 @@ pub enum ProfileError {
     Format { path: PathBuf, message: String },
     #[error("{path}: no profile data: {message}")]
     Empty { path: PathBuf, message: String },
+    /// The file ends early (a report cut off mid-write, a CSV page ending inside a quoted field).
+    /// The complete launches before the cut are in `recovered` (see [`salvage`]); the file still
+    /// counts as bad input (exit 2) so that scripts notice.
+    #[error("{path}: {at}: the file ends early: {message}")]
+    Truncated {
+        path: PathBuf,
+        at: At,
+        message: String,
+        /// How many launches were recovered (stays when `recovered` is taken by [`salvage`]).
+        launches: usize,
+        recovered: Box<Profile>,
+    },
+}
+
+/// A position in an input file, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum At {
+    /// Byte offset in a binary report.
+    Byte(u64),
+    /// 1-based physical line of a text export.
+    Line(u64),
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Byte(b) => write!(f, "at byte {b}"),
+            At::Line(l) => write!(f, "line {l}"),
+        }
+    }
+}
+
+/// Splits a read into what can still be shown and what must be reported: a
+/// [`ProfileError::Truncated`] gives both its recovered profile and the error (with the profile
+/// taken out), any other error only the error.
+pub fn salvage(r: Result<Profile>) -> (Option<Profile>, Option<ProfileError>) {
+    match r {
+        Ok(p) => (Some(p), None),
+        Err(ProfileError::Truncated { path, at, message, launches, recovered }) => {
+            let empty = Profile { path: path.clone(), kind: recovered.kind, launches: Vec::new(), notes: Vec::new() };
+            let err = ProfileError::Truncated { path, at, message, launches, recovered: Box::new(empty) };
+            (Some(*recovered), Some(err))
+        }
+        Err(e) => (None, Some(e)),
+    }
 }
 
 pub type Result<T, E = ProfileError> = std::result::Result<T, E>;

@@ -19,7 +19,6 @@ pub mod kernels;
 pub mod pool;
 
 use std::cell::RefCell;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use candle_core::quantized::{gguf_file, GgmlDType};
@@ -165,20 +164,27 @@ pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
 }
 
 impl FastLlama {
+    /// Maps the file and reads it (see [`FastLlama::from_gguf`]).
     pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
-        let mut file = std::fs::File::open(path).map_err(|e| msg(format!("open {}: {e}", path.display())))?;
-        let ct = gguf_file::Content::read(&mut file)?;
-        let md = |k: &str| ct.metadata.get(k).ok_or_else(|| msg(format!("fast llama: missing metadata {k}")));
+        let gguf = crate::llm::loader::GgufFile::open(path)?;
+        FastLlama::from_gguf(&gguf.content, gguf.bytes(), threads)
+    }
+
+    /// Builds the model from a parsed GGUF header and the whole file's bytes (a memory map):
+    /// tensors are read straight from `bytes`, the layers in parallel.
+    pub fn from_gguf(ct: &gguf_file::Content, bytes: &[u8], threads: usize) -> Result<FastLlama, LlmError> {
+        let ct = &GgufBytes { ct, bytes };
+        let md = |k: &str| ct.ct.metadata.get(k).ok_or_else(|| msg(format!("fast llama: missing metadata {k}")));
         let arch = md("general.architecture")?.to_string()?.clone();
         if arch != "llama" {
             return Err(msg(format!("fast llama: architecture {arch} is not llama")));
         }
-        if ct.metadata.get("llama.expert_count").and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
+        if ct.ct.metadata.get("llama.expert_count").and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
             return Err(msg("fast llama: mixture-of-experts models are not supported"));
         }
         let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
         let dim = md("llama.embedding_length")?.to_u32()? as usize;
-        let embd_info = ct.tensor_infos.get("token_embd.weight").ok_or_else(|| msg("fast llama: no token_embd.weight"))?;
+        let embd_info = ct.ct.tensor_infos.get("token_embd.weight").ok_or_else(|| msg("fast llama: no token_embd.weight"))?;
         let cfg = Config {
             n_layer: md("llama.block_count")?.to_u32()? as usize,
             dim,
@@ -188,7 +194,7 @@ impl FastLlama {
             ffn: md("llama.feed_forward_length")?.to_u32()? as usize,
             vocab: embd_info.shape.dims()[0],
             eps: md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?,
-            rope_base: ct.metadata.get("llama.rope.freq_base").and_then(|v| v.to_f32().ok()).unwrap_or(10000.0),
+            rope_base: ct.ct.metadata.get("llama.rope.freq_base").and_then(|v| v.to_f32().ok()).unwrap_or(10000.0),
         };
         if cfg.dim % QK != 0 || cfg.ffn % QK != 0 || cfg.head_dim % 2 != 0 || cfg.n_head % cfg.n_kv_head != 0 {
             return Err(msg(format!("fast llama: unsupported shapes {cfg:?}")));
@@ -198,19 +204,18 @@ impl FastLlama {
                 return Err(msg("fast llama: partial rotary embeddings are not supported"));
             }
         }
-        let embd = load_matrix(&ct, &mut file, "token_embd.weight")?.interleaved();
-        let output = if ct.tensor_infos.contains_key("output.weight") {
-            Some(load_matrix(&ct, &mut file, "output.weight")?.interleaved())
+        let embd = load_matrix(ct, "token_embd.weight")?.interleaved();
+        let output = if ct.ct.tensor_infos.contains_key("output.weight") {
+            Some(load_matrix(ct, "output.weight")?.interleaved())
         } else {
             None
         };
-        let out_norm = load_vec(&ct, &mut file, "output_norm.weight")?;
-        let mut layers = Vec::with_capacity(cfg.n_layer);
-        for l in 0..cfg.n_layer {
+        let out_norm = load_vec(ct, "output_norm.weight")?;
+        let load_layer = |l: usize| -> Result<Layer, LlmError> {
             let p = format!("blk.{l}");
-            let attn_norm = load_vec(&ct, &mut file, &format!("{p}.attn_norm.weight"))?;
-            let ffn_norm = load_vec(&ct, &mut file, &format!("{p}.ffn_norm.weight"))?;
-            let mut m = |s: &str| load_matrix(&ct, &mut file, &format!("{p}.{s}.weight"));
+            let attn_norm = load_vec(ct, &format!("{p}.attn_norm.weight"))?;
+            let ffn_norm = load_vec(ct, &format!("{p}.ffn_norm.weight"))?;
+            let m = |s: &str| load_matrix(ct, &format!("{p}.{s}.weight"));
             let wqkv = QMat::concat(vec![m("attn_q")?, m("attn_k")?, m("attn_v")?])?.interleaved();
             let wo = m("attn_output")?.interleaved();
             let wgu = QMat::concat(vec![m("ffn_gate")?, m("ffn_up")?])?.interleaved();
@@ -225,8 +230,12 @@ impl FastLlama {
             {
                 return Err(msg(format!("fast llama: layer {l} has unexpected shapes")));
             }
-            layers.push(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() });
-        }
+            Ok(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() })
+        };
+        let layers: Vec<Layer> = {
+            use rayon::prelude::*;
+            (0..cfg.n_layer).into_par_iter().map(load_layer).collect::<Result<_, _>>()?
+        };
         let half = cfg.head_dim / 2;
         let inv_freq = (0..half)
             .map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32))
@@ -481,14 +490,45 @@ impl CausalLm for FastLlama {
     }
 }
 
-fn load_vec<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -> Result<Vec<f32>, LlmError> {
-    let t = ct.tensor(r, name, &Device::Cpu)?.dequantize(&Device::Cpu)?;
+/// A parsed GGUF header with the file's bytes (memory-mapped).
+struct GgufBytes<'a> {
+    ct: &'a gguf_file::Content,
+    bytes: &'a [u8],
+}
+
+impl GgufBytes<'_> {
+    fn info(&self, name: &str) -> Result<&gguf_file::TensorInfo, LlmError> {
+        self.ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast llama: missing tensor {name}")))
+    }
+
+    /// The `len` bytes of tensor `name`'s data, checked against the file.
+    fn data(&self, name: &str, info: &gguf_file::TensorInfo, len: usize) -> Result<&[u8], LlmError> {
+        let start = self.ct.tensor_data_offset.checked_add(info.offset).and_then(|s| usize::try_from(s).ok());
+        start
+            .and_then(|s| self.bytes.get(s..s.checked_add(len)?))
+            .ok_or_else(|| msg(format!("read {name}: the tensor runs past the end of the file")))
+    }
+
+    /// The tensor as candle reads it (for formats keet does not keep as they are).
+    fn tensor(&self, name: &str) -> Result<candle_core::quantized::QTensor, LlmError> {
+        Ok(self.ct.tensor(&mut std::io::Cursor::new(self.bytes), name, &Device::Cpu)?)
+    }
+}
+
+fn load_vec(ct: &GgufBytes<'_>, name: &str) -> Result<Vec<f32>, LlmError> {
+    let info = ct.info(name)?;
+    if info.ggml_dtype == GgmlDType::F32 {
+        let n = info.shape.elem_count();
+        let data = ct.data(name, info, n * 4)?;
+        return Ok(data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect());
+    }
+    let t = ct.tensor(name)?.dequantize(&Device::Cpu)?;
     Ok(t.flatten_all()?.to_vec1::<f32>()?)
 }
 
 /// Reads a 2-D tensor; Q4_0/Q4_1/Q8_0 are kept as they are, other formats are requantized to Q8_0.
-fn load_matrix<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -> Result<QMat, LlmError> {
-    let info = ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast llama: missing tensor {name}")))?;
+fn load_matrix(ct: &GgufBytes<'_>, name: &str) -> Result<QMat, LlmError> {
+    let info = ct.info(name)?;
     let dims = info.shape.dims();
     if dims.len() != 2 || dims[1] % QK != 0 {
         return Err(msg(format!("fast llama: tensor {name} has unsupported shape {dims:?}")));
@@ -501,12 +541,10 @@ fn load_matrix<R: Read + Seek>(ct: &gguf_file::Content, r: &mut R, name: &str) -
         _ => None,
     };
     if let Some(fmt) = fmt {
-        let mut data = vec![0u8; rows * fmt.row_bytes(cols)];
-        r.seek(SeekFrom::Start(ct.tensor_data_offset + info.offset)).map_err(|e| msg(format!("read {name}: {e}")))?;
-        r.read_exact(&mut data).map_err(|e| msg(format!("read {name}: {e}")))?;
+        let data = ct.data(name, info, rows * fmt.row_bytes(cols))?.to_vec();
         return Ok(QMat { fmt, rows, cols, data, x8: false });
     }
-    let t = ct.tensor(r, name, &Device::Cpu)?.dequantize(&Device::Cpu)?;
+    let t = ct.tensor(name)?.dequantize(&Device::Cpu)?;
     let v = t.flatten_all()?.to_vec1::<f32>()?;
     Ok(QMat { fmt: QType::Q8_0, rows, cols, data: quantize_q8_0(&v), x8: false })
 }

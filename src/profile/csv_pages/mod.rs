@@ -16,8 +16,10 @@
 //! an appended Python traceback (noted). A file without a table is [`ProfileError::Empty`] saying
 //! what was found; a row that cannot be understood is [`ProfileError::Csv`] with its line.
 //!
-//! Text: UTF-8 (a BOM is dropped; invalid bytes become U+FFFD, noted) or UTF-16 (a PowerShell
-//! redirect), decoded first.
+//! Text: UTF-8 (a BOM is dropped; invalid bytes become U+FFFD, noted) or UTF-16 LE/BE (a
+//! PowerShell redirect), told by the byte-order mark or, without one, by the NUL bytes, and
+//! decoded first with `encoding_rs` into its UTF-8 twin (same lines, so messages keep their line
+//! numbers).
 //!
 //! Numbers: the locale is detected once per file (decimal comma or decimal point with thousands
 //! separators), units are normalised per row (see [`super::units`]). Launches keep the order of
@@ -48,24 +50,8 @@ pub fn read(path: &Path, bytes: &[u8]) -> Result<Profile> {
 /// [`read`], with the parallel line reader allowed or not (tests compare the two).
 pub(crate) fn read_with(path: &Path, bytes: &[u8], parallel: bool) -> Result<Profile> {
     let mut notes = Vec::new();
-    let text = match utf16(bytes) {
-        Some(t) => {
-            notes.push("the file is UTF-16 (e.g. redirected by PowerShell); decoded".to_string());
-            Cow::Owned(t)
-        }
-        // The validating fast path first: `from_utf8_lossy` is several times slower on valid text.
-        None => match std::str::from_utf8(bytes) {
-            Ok(t) => Cow::Borrowed(t),
-            Err(_) => String::from_utf8_lossy(bytes),
-        },
-    };
-    if matches!(text, Cow::Owned(_)) && notes.is_empty() {
-        notes.push("the file is not valid UTF-8: invalid bytes were replaced by U+FFFD".to_string());
-    }
-    let (body, had_bom) = match text.strip_prefix('\u{feff}') {
-        Some(rest) => (rest, true),
-        None => (&*text, false),
-    };
+    let (text, had_bom) = decode(bytes, &mut notes);
+    let body: &str = &text;
     let mut input = Input::new(path, body);
     input.parallel = parallel;
     let found = input.find_header()?;
@@ -75,6 +61,22 @@ pub(crate) fn read_with(path: &Path, bytes: &[u8], parallel: bool) -> Result<Pro
         HeaderKind::UiExport => ui_export::read(&mut input, &found, notes, had_bom),
         HeaderKind::Source => source::read(&mut input, &found, notes),
     }?;
+    if let Some(line) = input.truncated {
+        let what = "a quoted field starts here and is never closed (expected a closing '\"' before the end of the file)";
+        if profile.launches.is_empty() {
+            return Err(input.csv_error(line, what));
+        }
+        let mut recovered = profile;
+        let message = format!("{what}; kept the {} launch(es) of the complete rows before line {line}", recovered.launches.len());
+        recovered.notes.push(format!("line {line}: the file ends early: {message}"));
+        return Err(ProfileError::Truncated {
+            path: path.to_owned(),
+            at: super::At::Line(line),
+            message,
+            launches: recovered.launches.len(),
+            recovered: Box::new(recovered),
+        });
+    }
     if profile.launches.is_empty() {
         return Err(ProfileError::Empty {
             path: path.to_owned(),
@@ -84,30 +86,61 @@ pub(crate) fn read_with(path: &Path, bytes: &[u8], parallel: bool) -> Result<Pro
     Ok(profile)
 }
 
-/// Decodes UTF-16 text (with a byte-order mark, or ASCII-looking text with every other byte zero).
-fn utf16(bytes: &[u8]) -> Option<String> {
-    let (le, body) = if let Some(b) = bytes.strip_prefix(&[0xff, 0xfe]) {
-        (true, b)
-    } else if let Some(b) = bytes.strip_prefix(&[0xfe, 0xff]) {
-        (false, b)
-    } else {
-        let head = &bytes[..bytes.len().min(256)];
-        if head.len() < 8 || head.len() % 2 != 0 {
-            return None;
-        }
-        let zeros_odd = head.iter().skip(1).step_by(2).filter(|&&b| b == 0).count();
-        let zeros_even = head.iter().step_by(2).filter(|&&b| b == 0).count();
-        let half = head.len() / 2;
-        if zeros_odd == half && zeros_even == 0 {
-            (true, bytes)
-        } else if zeros_even == half && zeros_odd == 0 {
-            (false, bytes)
-        } else {
-            return None;
-        }
+/// The file's text as its UTF-8 twin, and whether it began with a byte-order mark.
+///
+/// UTF-8, UTF-16 LE and UTF-16 BE are recognised by their BOM; UTF-16 without a BOM by its NUL
+/// pattern (ASCII text with every other byte zero). Decoding keeps every character, line break
+/// included, so line numbers in messages are those of the original file. Valid UTF-8 is borrowed
+/// as it is; invalid bytes become U+FFFD (noted).
+fn decode<'b>(bytes: &'b [u8], notes: &mut Vec<String>) -> (Cow<'b, str>, bool) {
+    use encoding_rs::{UTF_16BE, UTF_16LE, UTF_8};
+    let (encoding, body, bom) = match encoding_rs::Encoding::for_bom(bytes) {
+        Some((enc, len)) => (enc, &bytes[len..], true),
+        None => match utf16_without_bom(bytes) {
+            Some(enc) => (enc, bytes, false),
+            None => (UTF_8, bytes, false),
+        },
     };
-    let units = body.chunks_exact(2).map(|c| if le { u16::from_le_bytes([c[0], c[1]]) } else { u16::from_be_bytes([c[0], c[1]]) });
-    Some(char::decode_utf16(units).map(|r| r.unwrap_or('\u{fffd}')).collect())
+    if encoding == UTF_8 {
+        // The validating fast path first: lossy decoding is several times slower on valid text.
+        return match std::str::from_utf8(body) {
+            Ok(t) => (Cow::Borrowed(t), bom),
+            Err(_) => {
+                notes.push("the file is not valid UTF-8: invalid bytes were replaced by U+FFFD".to_string());
+                (String::from_utf8_lossy(body), bom)
+            }
+        };
+    }
+    let (text, malformed) = encoding.decode_without_bom_handling(body);
+    let which = if encoding == UTF_16LE { "UTF-16 LE" } else if encoding == UTF_16BE { "UTF-16 BE" } else { encoding.name() };
+    notes.push(format!(
+        "the file is {which}{} (e.g. redirected by PowerShell); decoded{}",
+        if bom { " with a byte-order mark" } else { " without a byte-order mark" },
+        if malformed { ", malformed sequences replaced by U+FFFD" } else { "" }
+    ));
+    (Cow::Owned(text.into_owned()), bom)
+}
+
+/// UTF-16 without a byte-order mark, told by where the NUL bytes are in the first 512 bytes:
+/// ASCII text in UTF-16 LE has a zero in (almost) every odd byte and none in the even ones.
+fn utf16_without_bom(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let head = &bytes[..bytes.len().min(512) & !1];
+    if head.len() < 8 {
+        return None;
+    }
+    let half = head.len() / 2;
+    let zeros_odd = head.iter().skip(1).step_by(2).filter(|&&b| b == 0).count();
+    let zeros_even = head.iter().step_by(2).filter(|&&b| b == 0).count();
+    // Mostly zero on one side (a few non-ASCII characters allowed), almost never on the other.
+    let mostly = |z: usize| z * 4 >= half * 3;
+    let hardly = |z: usize| z * 16 <= half;
+    if mostly(zeros_odd) && hardly(zeros_even) {
+        Some(encoding_rs::UTF_16LE)
+    } else if mostly(zeros_even) && hardly(zeros_odd) {
+        Some(encoding_rs::UTF_16BE)
+    } else {
+        None
+    }
 }
 
 /// What the header line says the table is.
@@ -251,11 +284,14 @@ pub(crate) struct Input<'a> {
     pub skipped: Skipped,
     /// Whether [`Input::data_rows_par`] may split lines across threads.
     parallel: bool,
+    /// The line of a quoted field that is never closed: the file ends inside it (cut off
+    /// mid-write), and the table ends before that record.
+    pub truncated: Option<u64>,
 }
 
 impl<'a> Input<'a> {
     fn new(path: &'a Path, text: &'a str) -> Self {
-        Input { path, tok: Tokenizer::new(text, b','), skipped: Skipped::default(), parallel: true }
+        Input { path, tok: Tokenizer::new(text, b','), skipped: Skipped::default(), parallel: true, truncated: None }
     }
 
     pub fn csv_error(&self, line: u64, message: impl Into<String>) -> ProfileError {
@@ -400,10 +436,11 @@ impl<'a> Input<'a> {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
                 Err(e) => {
-                    return Err(self.csv_error(
-                        e.line,
-                        "a quoted field starts here and is never closed (expected a closing '\"' before the end of the file)",
-                    ))
+                    // The file ends inside this record: keep the complete rows before it.
+                    self.truncated = Some(e.line);
+                    let lines = self.tok.remaining_lines();
+                    self.tok.skip_to_end(lines);
+                    return Ok(None);
                 }
             }
             if fields == header.fields {

@@ -177,6 +177,42 @@ fn malformed_rows_name_the_line() {
 }
 
 #[test]
+fn page_ending_inside_a_quoted_field_keeps_the_complete_rows() {
+    let sol = "GPU Speed Of Light Throughput";
+    let rows = [
+        DETAILS_HEADER.to_string(),
+        drow(0, "a", sol, "", "Duration", "ns", "10"),
+        drow(1, "b", sol, "", "Duration", "ns", "20"),
+        // Cut off mid-write inside the kernel name of line 4.
+        "\"2\",\"100\",\"app\",\"127.0.0.1\",\"c(int".to_string(),
+    ];
+    for par in [false, true] {
+        match read_with(Path::new("t.csv"), rows.join("\n").as_bytes(), par) {
+            Err(e @ ProfileError::Truncated { .. }) => {
+                assert!(e.to_string().starts_with("t.csv: line 4: the file ends early: a quoted field"), "{e}");
+                let ProfileError::Truncated { at, launches, recovered, .. } = e else { unreachable!() };
+                assert_eq!((at, launches), (crate::profile::At::Line(4), 2));
+                let names: Vec<&str> = recovered.launches.iter().map(|l| l.name.as_str()).collect();
+                assert_eq!(names, ["a", "b"]);
+                assert_eq!(num(&recovered, 1, "gpu__time_duration.sum"), 20.0);
+                assert!(recovered.notes.iter().any(|n| n.starts_with("line 4: the file ends early")), "{:?}", recovered.notes);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A raw page (wide): the units row and one launch survive, the cut row is dropped.
+    let raw = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n\"0\",\"k\",\"5\"\n\"1\",\"k\",\"6";
+    match read_str(raw) {
+        Err(ProfileError::Truncated { at, recovered, .. }) => {
+            assert_eq!(at, crate::profile::At::Line(4));
+            assert_eq!(recovered.launches.len(), 1);
+            assert_eq!(num(&recovered, 0, "gpu__time_duration.sum"), 5.0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn mangled_names_are_demangled() {
     let text = "\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\
                 \"0\",\"_Z6kernelPfi\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"1\"\n";
@@ -380,6 +416,18 @@ fn utf16_files_are_decoded() {
         let p = read(Path::new("w.csv"), &bytes).unwrap();
         assert_eq!(num(&p, 0, "gpu__time_duration.sum"), 1500.0);
         assert!(p.notes[0].contains("UTF-16"));
+    }
+    // Errors keep the original file's line numbers (one non-ASCII character on line 2).
+    let bad = "\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\
+               \"0\",\"k\",\"Command line profiler metrics\",\"a\",\"µs\",\"1\"\n\
+               \"zero\",\"k\",\"Command line profiler metrics\",\"b\",\"\",\"2\"\n";
+    let le_no_bom: Vec<u8> = bad.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+    let be_bom: Vec<u8> = [0xfe, 0xff].into_iter().chain(bad.encode_utf16().flat_map(|u| u.to_be_bytes())).collect();
+    for bytes in [le_no_bom, be_bom] {
+        match read(Path::new("w.csv"), &bytes) {
+            Err(ProfileError::Csv { line, message, .. }) => assert_eq!(line, 3, "{message}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
 

@@ -13,13 +13,23 @@
 //! ```
 //!
 //! All integers of the framing are little-endian; the messages are protobuf (see [`proto`]).
-//! Metric names are indices into a string table carried by a block header; a block with an empty
-//! table keeps using the last one seen (the first result block has it, later blocks reuse it).
+//! Metric names are indices into one string table per report, which block headers build up: the
+//! first result block usually carries most of it, and later (result-less) blocks may append names
+//! that results in any block use (`h800-sglang/fa2_fwd.ncu-rep`). So the reader walks every block
+//! header first, gathering the table, and reads the results after.
+//!
+//! # Reports cut off mid-write
+//!
+//! When the file ends inside a block (ncu killed by a job time limit), the launches whose result
+//! messages are complete are kept and returned in [`ProfileError::Truncated`] with the byte
+//! offset where the file ends, the incomplete block and the record it was in; see
+//! [`super::salvage`].
 //!
 //! # Robustness
 //!
 //! Every length is checked against the bytes that remain before anything is sliced, so a corrupt
-//! or hostile file gives [`ProfileError::Report`] with the byte offset and what was expected, never
+//! or hostile file gives [`ProfileError::Report`] (or [`ProfileError::Truncated`] when complete
+//! launches come before the cut) with the byte offset and what was expected, never
 //! a panic or an allocation sized by an untrusted length. Unknown protobuf fields are skipped, so
 //! newer ncu versions keep working as long as the fields keet reads keep their numbers.
 //!
@@ -34,7 +44,7 @@ pub mod proto;
 mod source;
 
 use super::{
-    Launch, Metric, MetricValue, MetricsBuilder, NcuRuleResult, NcuRuleType, Origin, Profile,
+    At, Launch, Metric, MetricValue, MetricsBuilder, NcuRuleResult, NcuRuleType, Origin, Profile,
     ProfileError, Result, SourceKind, Unit,
 };
 use prost::Message;
@@ -62,6 +72,8 @@ struct State {
     launches: Vec<Launch>,
     unknown_name_ids: usize,
     valueless_metrics: usize,
+    /// Of those, the ones with per-instance values (series such as `pmsampling:*`).
+    valueless_with_instances: usize,
     duplicate_metrics: usize,
     /// Metric / section / rule records that did not decode and were skipped.
     bad_records: usize,
@@ -69,6 +81,8 @@ struct State {
     oversized_source_views: usize,
     sources: usize,
     skipped_payload_bytes: usize,
+    /// Blocks read so far.
+    blocks: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -144,15 +158,21 @@ impl<'a> Parser<'a> {
         let header: proto::FileHeader = self.decode(off, data, &|| "the file header".into())?;
         off += n;
 
-        let mut st = State::default();
-        let mut block = 0usize;
-        while off < total {
-            off = self.block(block, off, &mut st)?;
-            block += 1;
+        // Pass 1: every block's frame, and the string table they add to.
+        let (frames, strings, cut) = self.frames(off)?;
+        let mut st = State { strings, ..State::default() };
+        let mut cut = cut;
+        // Pass 2: the records of each block.
+        for frame in frames {
+            if let Some(c) = self.block(frame, &mut st)? {
+                cut = Some(c);
+                break;
+            }
         }
+        let blocks = st.blocks;
 
         let mut notes = vec![format!(
-            "ncu-rep format version {}, {block} block(s)",
+            "ncu-rep format version {}, {blocks} block(s)",
             header.version
         )];
         if st.sources > 0 {
@@ -169,14 +189,19 @@ impl<'a> Parser<'a> {
         }
         if st.unknown_name_ids > 0 {
             notes.push(format!(
-                "skipped {} metric value(s) whose name index is outside the string table",
-                st.unknown_name_ids
+                "skipped {} metric value(s) whose name index is outside the string table ({} name(s){})",
+                st.unknown_name_ids,
+                st.strings.len(),
+                if cut.is_some() { "; the file ends early, later blocks may have held the names" } else { "" }
             ));
         }
         if st.valueless_metrics > 0 {
             notes.push(format!(
-                "skipped {} metric(s) stored without a value",
-                st.valueless_metrics
+                "{} metric(s) are stored without a value ({} with instance values only, e.g. pmsampling:* series; {} \
+                 empty): Nsight Compute lists them, keet does not keep them as metrics",
+                st.valueless_metrics,
+                st.valueless_with_instances,
+                st.valueless_metrics - st.valueless_with_instances
             ));
         }
         if st.bad_records > 0 {
@@ -198,11 +223,43 @@ impl<'a> Parser<'a> {
                 st.duplicate_metrics
             ));
         }
+        if let Some(c) = cut {
+            if st.launches.is_empty() {
+                return Err(ProfileError::Report {
+                    path: self.path.to_owned(),
+                    offset: c.offset,
+                    message: format!(
+                        "the file ends early at byte {total}: {} (block {} is incomplete); no kernel launch is complete before it",
+                        c.message, c.block
+                    ),
+                });
+            }
+            let message = format!(
+                "{} (block {} is incomplete); kept the {} launch(es) whose results are complete",
+                c.message,
+                c.block,
+                st.launches.len()
+            );
+            notes.push(format!("the file ends early at byte {total}: {message}"));
+            let recovered = Profile {
+                path: self.path.to_owned(),
+                kind: SourceKind::NcuRep,
+                launches: st.launches,
+                notes,
+            };
+            return Err(ProfileError::Truncated {
+                path: self.path.to_owned(),
+                at: At::Byte(total as u64),
+                message,
+                launches: recovered.launches.len(),
+                recovered: Box::new(recovered),
+            });
+        }
         if st.launches.is_empty() {
             return Err(ProfileError::Empty {
                 path: self.path.to_owned(),
                 message: format!(
-                    "the report has {block} block(s) but no profile result (kernel launch)"
+                    "the report has {blocks} block(s) but no profile result (kernel launch)"
                 ),
             });
         }
@@ -214,26 +271,66 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// Parses the block at `off` and returns the offset just past it.
-    fn block(&self, block: usize, mut off: usize, st: &mut State) -> Result<usize> {
+    /// Walks the block frames from `off` to the end of the file without reading the payloads,
+    /// and gathers the string table: each block header may add names to it (later blocks append
+    /// to the table, and a result may use a name that a later block adds), so names are only
+    /// resolved once every header has been read.
+    ///
+    /// A frame that runs past the end of the file ends the walk: a block whose header is
+    /// complete but whose payload is cut is kept (clipped to the file) with the [`Cut`], so its
+    /// complete results can still be read.
+    fn frames(&self, mut off: usize) -> Result<(Vec<Frame>, Vec<String>, Option<Cut>)> {
         let total = self.bytes.len();
-        let what_hdr = || format!("block {block} header");
-        let n = self.length(off, total, &what_hdr)?;
-        off += 4;
-        let data = self.slice(off, n as u64, total, &what_hdr)?;
-        let header: proto::BlockHeader = self.decode(off, data, &what_hdr)?;
-        off += n;
-
-        let payload_start = off;
-        let what_payload = || format!("block {block} payload (PayloadSize)");
-        self.slice(off, header.payload_size, total, &what_payload)?;
-        let end = off + header.payload_size as usize;
-
-        if let Some(table) = header.string_table {
-            if !table.strings.is_empty() {
-                st.strings = table.strings.into_iter().map(lossy).collect();
+        let mut frames = Vec::new();
+        let mut strings = Vec::new();
+        let mut block = 0usize;
+        while off < total {
+            let what_hdr = || format!("block {block} header");
+            let start = off;
+            let header_bytes = self
+                .length(off, total, &what_hdr)
+                .and_then(|n| self.slice(off + 4, n as u64, total, &what_hdr));
+            let header_bytes = match header_bytes {
+                Ok(b) => b,
+                Err(e) => {
+                    let cut = Cut::from_error(block, start, e);
+                    return Ok((frames, strings, Some(cut)));
+                }
+            };
+            off += 4;
+            let mut header: proto::BlockHeader = self.decode(off, header_bytes, &what_hdr)?;
+            off += header_bytes.len();
+            if let Some(table) = header.string_table.take() {
+                strings.extend(table.strings.into_iter().map(lossy));
             }
+            let payload_start = off;
+            let what_payload = || format!("block {block} payload (PayloadSize)");
+            if let Err(e) = self.slice(off, header.payload_size, total, &what_payload) {
+                frames.push(Frame { index: block, header, payload_start, end: total });
+                return Ok((frames, strings, Some(Cut::from_error(block, start, e))));
+            }
+            let end = off + header.payload_size as usize;
+            frames.push(Frame { index: block, header, payload_start, end });
+            off = end;
+            block += 1;
         }
+        Ok((frames, strings, None))
+    }
+
+    /// Reads one block's records. In a block cut short by the end of the file the records
+    /// before the cut are read and the first incomplete one ends the block: the [`Cut`] is
+    /// returned. In a complete block a record that does not fit is an error (a corrupt file).
+    fn block(&self, frame: Frame, st: &mut State) -> Result<Option<Cut>> {
+        let Frame { index: block, header, payload_start, end } = frame;
+        st.blocks = block + 1;
+        let clipped = ((end - payload_start) as u64) < header.payload_size;
+        let cut = |e: ProfileError, start: usize| -> Result<Option<Cut>> {
+            if clipped {
+                Ok(Some(Cut::from_error(block, start, e)))
+            } else {
+                Err(e)
+            }
+        };
         if header.process.is_some() {
             st.process = header.process;
         }
@@ -241,15 +338,20 @@ impl<'a> Parser<'a> {
         let mut p = payload_start;
         for i in 0..header.num_sources {
             let what = || format!("block {block} source record {i} of {}", header.num_sources);
-            let n = self.length(p, end, &what)?;
-            self.slice(p + 4, n as u64, end, &what)?;
+            let n = match self.length(p, end, &what).and_then(|n| self.slice(p + 4, n as u64, end, &what).map(|_| n)) {
+                Ok(n) => n,
+                Err(e) => return cut(e, p),
+            };
             p += 4 + n;
             st.sources += 1;
         }
         for i in 0..header.num_results {
             let what = || format!("block {block} profile result {i} of {}", header.num_results);
-            let n = self.length(p, end, &what)?;
-            let data = self.slice(p + 4, n as u64, end, &what)?;
+            let data = match self.length(p, end, &what).and_then(|n| self.slice(p + 4, n as u64, end, &what)) {
+                Ok(d) => d,
+                Err(e) => return cut(e, p),
+            };
+            let n = data.len();
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
             let result: proto::ProfileResult =
                 self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
@@ -258,8 +360,51 @@ impl<'a> Parser<'a> {
             st.launches.push(launch);
             p += 4 + n;
         }
+        if clipped {
+            // Every announced record is complete; what is cut is the rest of the payload.
+            let e = self.err(
+                end,
+                format!(
+                    "block {block} payload (PayloadSize) needs {} bytes but only {} remain",
+                    header.payload_size,
+                    end - payload_start
+                ),
+            );
+            st.skipped_payload_bytes += end - p;
+            return Ok(Some(Cut::from_error(block, payload_start, e)));
+        }
         st.skipped_payload_bytes += end - p;
-        Ok(end)
+        Ok(None)
+    }
+}
+
+/// One block as framed in the file: its header (string table taken out) and payload range.
+struct Frame {
+    index: usize,
+    header: proto::BlockHeader,
+    payload_start: usize,
+    /// End of the payload, or of the file when the payload is cut short.
+    end: usize,
+}
+
+/// Where and how a report ends early.
+struct Cut {
+    /// Offset of the first byte the incomplete frame or record needed and did not get.
+    offset: u64,
+    block: usize,
+    message: String,
+}
+
+impl Cut {
+    fn from_error(block: usize, start: usize, e: ProfileError) -> Cut {
+        match e {
+            ProfileError::Report { offset, message, .. } => Cut {
+                offset,
+                block,
+                message: format!("{message} (the record starts at byte {start})"),
+            },
+            other => Cut { offset: start as u64, block, message: other.to_string() },
+        }
     }
 }
 
@@ -347,6 +492,9 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut S
         }
         let Some(kind) = m.value.and_then(|v| v.kind) else {
             st.valueless_metrics += 1;
+            if proto::ProfileMetricInstances::decode(raw.clone()).is_ok_and(|m| !m.instances.is_empty()) {
+                st.valueless_with_instances += 1;
+            }
             continue;
         };
         let (number, raw_value) = metric_value(kind);
@@ -759,25 +907,91 @@ mod tests {
         assert_eq!(src.rows[1].values, [Some(1.0)]);
     }
 
+    /// Where each sample result's frame ends in `full` (the launch is complete from there on).
+    fn result_ends(full: &[u8]) -> Vec<usize> {
+        [("first", 1952.0), ("second", 12.5)]
+            .iter()
+            .map(|(k, d)| {
+                let enc = sample_result(k, *d).encode_to_vec();
+                let at = full.windows(enc.len()).position(|w| w == enc.as_slice()).expect("result in report");
+                at + enc.len()
+            })
+            .collect()
+    }
+
     #[test]
-    fn every_truncation_is_a_report_error_with_an_offset() {
+    fn every_truncation_keeps_the_complete_launches() {
         let full = sample_report();
+        let ends = result_ends(&full);
+        let whole = parse(&full).unwrap();
         for len in 0..full.len() {
+            let complete = ends.iter().filter(|&&e| e <= len).count();
             match parse(&full[..len]) {
                 Err(e @ ProfileError::Report { .. }) => {
+                    assert_eq!(complete, 0, "prefix of {len} bytes lost complete launches: {e}");
                     let off = offset_of(&e);
-                    assert!(
-                        off <= len as u64,
-                        "offset {off} beyond input of {len} bytes: {e}"
-                    );
+                    assert!(off <= len as u64, "offset {off} beyond input of {len} bytes: {e}");
                     assert!(e.to_string().contains(&format!("at byte {off}")), "{e}");
                 }
+                Err(ProfileError::Truncated { at, launches, recovered, message, .. }) => {
+                    assert_eq!(at, At::Byte(len as u64));
+                    assert_eq!(launches, complete, "prefix of {len} bytes: {message}");
+                    assert_eq!(recovered.launches.len(), complete);
+                    assert!(message.contains("block "), "{message}");
+                    for (a, b) in recovered.launches.iter().zip(&whole.launches) {
+                        assert_eq!((a.id, &a.name, a.metrics.len()), (b.id, &b.name, b.metrics.len()));
+                    }
+                    assert!(recovered.notes.iter().any(|n| n.contains("ends early")), "{:?}", recovered.notes);
+                }
                 // A cut exactly between blocks leaves a shorter but valid report.
-                Ok(p) => assert_eq!(p.launches.len(), 1, "prefix of {len} bytes"),
-                Err(ProfileError::Empty { .. }) => {}
+                Ok(p) => assert_eq!(p.launches.len(), complete, "prefix of {len} bytes"),
+                Err(ProfileError::Empty { .. }) => assert_eq!(complete, 0),
                 Err(e) => panic!("prefix of {len} bytes: unexpected error kind {e:?}"),
             }
         }
+    }
+
+    #[test]
+    fn later_blocks_append_to_the_string_table() {
+        // Block 0: names 0..2 and a result that also uses name 2, which block 1 adds; block 1:
+        // no result, one more name; block 2: a result using all three.
+        let mut out = MAGIC.to_vec();
+        frame(&mut out, &FileHeader { version: 7 }.encode_to_vec());
+        let result = |kernel: &str| ProfileResult {
+            kernel_function_name: kernel.as_bytes().to_vec(),
+            metric_results: [
+                metric(0, MetricValueKind::Double(5.0)),
+                metric(1, MetricValueKind::Uint64(7)),
+                metric(2, MetricValueKind::String(b"late".to_vec())),
+            ]
+            .iter()
+            .map(|m| Bytes::from(m.encode_to_vec()))
+            .collect(),
+            ..Default::default()
+        };
+        let table = |names: &[&str]| StringTable { strings: names.iter().map(|s| s.as_bytes().to_vec()).collect() };
+        for (names, kernel) in [(&["gpu__time_duration.sum", "launch__registers_per_thread"][..], Some("a")), (&["late__name"][..], None), (&[][..], Some("b"))] {
+            let mut payload = Vec::new();
+            if let Some(k) = kernel {
+                frame(&mut payload, &result(k).encode_to_vec());
+            }
+            let header = BlockHeader {
+                num_results: kernel.is_some() as u32,
+                string_table: Some(table(names)),
+                payload_size: payload.len() as u64,
+                ..Default::default()
+            };
+            frame(&mut out, &header.encode_to_vec());
+            out.extend_from_slice(&payload);
+        }
+        let p = parse(&out).unwrap();
+        assert_eq!(p.launches.len(), 2);
+        for l in &p.launches {
+            assert_eq!(l.metrics.len(), 3, "{}: {:?}", l.name, l.metrics.keys().collect::<Vec<_>>());
+            assert_eq!(l.metrics.get("late__name").unwrap().raw_value, "late");
+            assert_eq!(l.metrics.get("launch__registers_per_thread").unwrap().as_f64(), Some(7.0));
+        }
+        assert!(!p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
     }
 
     #[test]
@@ -817,7 +1031,8 @@ mod tests {
         );
         let e = parse(&r).unwrap_err();
         assert!(offset_of(&e) > at as u64);
-        assert!(e.to_string().contains("block 0 payload"), "{e}");
+        // The block is cut: the first record that does not fit is named.
+        assert!(e.to_string().contains("block 0 profile result 0 of 3") && e.to_string().contains("ends early"), "{e}");
 
         // More results announced than the payload holds.
         let mut r = b"NVR\0".to_vec();

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Dumps what NVIDIA's own reader (`ncu_report`, PyPI wheel `ncu-report`) finds in .ncu-rep files.
+
+Used by tests/ncu_report_oracle.rs as the oracle for keet's native reader. For each report, in
+NVIDIA's launch order: the launch's function, mangled and demangled names, and every metric the
+reader lists with its value kind and stored value (strings as text, integers exactly, floating
+point as a float, NaN and infinities as the strings "nan", "inf", "-inf"), or "has_value": false for a metric listed without a value.
+
+Exit status 3 when `ncu_report` cannot be imported (the caller decides whether that is a skip or a
+failure), 1 on any other error. Usage: ncu_report_oracle.py REPORT.ncu-rep... > oracle.json
+"""
+import json
+import math
+import sys
+
+try:
+    import ncu_report
+except ImportError as e:  # pragma: no cover - reported to the Rust test
+    print(f"cannot import ncu_report: {e} (pip install ncu-report)", file=sys.stderr)
+    sys.exit(3)
+
+M = ncu_report.IMetric
+KINDS = {
+    M.ValueKind_STRING: "string",
+    M.ValueKind_FLOAT: "float",
+    M.ValueKind_DOUBLE: "double",
+    M.ValueKind_UINT32: "uint32",
+    M.ValueKind_UINT64: "uint64",
+}
+A = ncu_report.IAction
+
+
+def metric(m):
+    if not m.has_value():
+        return {"has_value": False, "instances": m.num_instances()}
+    kind = KINDS.get(m.kind(), f"kind {m.kind()}")
+    if kind == "string":
+        value = m.as_string()
+    elif kind in ("uint32", "uint64"):
+        value = m.as_uint64()
+    else:
+        value = m.as_double()
+        if not math.isfinite(value):
+            value = repr(value)  # "nan" / "inf": JSON has no such numbers
+    return {"has_value": True, "kind": kind, "value": value}
+
+
+def report(path):
+    ctx = ncu_report.load_report(path)
+    launches = []
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            act = rng.action_by_idx(a)
+            launches.append(
+                {
+                    "range": r,
+                    "name": act.name(A.NameBase_FUNCTION),
+                    "mangled": act.name(A.NameBase_MANGLED),
+                    "demangled": act.name(A.NameBase_DEMANGLED),
+                    "metrics": {n: metric(act.metric_by_name(n)) for n in act.metric_names()},
+                }
+            )
+    return {"path": path, "launches": launches}
+
+
+def main():
+    json.dump({"ncu_report_version": getattr(ncu_report, "__version__", None),
+               "files": [report(p) for p in sys.argv[1:]]}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
