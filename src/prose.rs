@@ -73,6 +73,8 @@ struct Contradiction {
 struct Config {
     generic: Vec<String>,
     self_reference: Vec<String>,
+    number_words: Vec<String>,
+    no_final_words: Vec<String>,
     contradiction: Vec<Contradiction>,
     topics: BTreeMap<String, Vec<String>>,
 }
@@ -83,6 +85,8 @@ pub struct Gate {
     glossary: HashSet<String>,
     generic: HashSet<String>,
     self_reference: Vec<Vec<String>>,
+    number_words: HashSet<String>,
+    no_final_words: HashSet<String>,
     contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
     topics: BTreeMap<Category, Vec<String>>,
 }
@@ -134,6 +138,8 @@ impl Gate {
                 .map(str::to_lowercase)
                 .collect(),
             generic: cfg.generic.into_iter().collect(),
+            number_words: cfg.number_words.into_iter().collect(),
+            no_final_words: cfg.no_final_words.into_iter().collect(),
             self_reference: cfg.self_reference.iter().map(|p| words_of(p)).collect(),
             contradictions,
             topics,
@@ -231,6 +237,13 @@ impl Gate {
             reasons.push(format!("it uses words that are not English or GPU terms: {}", unknown.join(", ")));
         }
         let plain = plain_words(text);
+        let spelled: Vec<&str> = plain.iter().map(String::as_str).filter(|w| self.number_words.contains(*w)).collect();
+        if !spelled.is_empty() {
+            reasons.push(format!("it writes numbers in words ({}); numbers belong in the evidence", spelled.join(", ")));
+        }
+        if plain.last().is_some_and(|w| self.no_final_words.contains(w)) || text.contains(",.") || text.contains(";.") || text.contains(", .") {
+            reasons.push("it ends mid-sentence".into());
+        }
         for pair in plain.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             if a.len() >= 3 && b.len() >= 3 && (a == b || b.strip_suffix('s') == Some(a) || a.strip_suffix('s') == Some(b)) {
@@ -397,6 +410,9 @@ mod tests {
         assert!(r.iter().any(|r| r.contains("iax")), "{r:?}");
         let r = reasons(Category::OccupancyOther, "Theoretical occupancy is urn urns of memory.");
         assert!(r.iter().any(|r| r.contains("stutters")), "{r:?}");
+        let r = reasons(Category::GridTooSmall, "The grid has nine blocks for thirteen million bytes per square block, so it is,.");
+        assert!(r.iter().any(|r| r.contains("numbers in words")), "{r:?}");
+        assert!(r.iter().any(|r| r.contains("mid-sentence")), "{r:?}");
     }
 
     #[test]

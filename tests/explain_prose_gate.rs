@@ -123,7 +123,12 @@ fn every_shown_model_sentence_passes_the_gate() {
                     }
                 }
             }
-            if kernel_sentences > 0 {
+            // Model text means sentences the model wrote itself, not expert sentences it chose.
+            let written = k["findings"].as_array().unwrap().iter().any(|f| {
+                let to = &f["text_origin"];
+                !to.is_null() && (to["claim"] == "model" || to["explanation"] == "model" || to["suggestions"].as_array().unwrap().iter().any(|w| w == "model"))
+            });
+            if written {
                 with_model_text += 1;
             }
             sentences += kernel_sentences;

@@ -26,21 +26,21 @@ pub struct ExplainBenchArgs {
     pub threads: Option<usize>,
 }
 
-/// Model-written sentences shown in a report (text, with the kernel's category), in report order.
-pub fn model_sentences(report: &ExplainReport) -> Vec<(String, String)> {
+/// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
+pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for k in &report.kernels {
         for f in &k.findings {
             let Some(to) = &f.text_origin else { continue };
             let c = f.finding.category.as_str().to_string();
-            if to.claim == Writer::Model {
+            if to.claim == writer {
                 out.push((c.clone(), f.finding.claim.clone()));
             }
-            if to.explanation == Writer::Model {
+            if to.explanation == writer {
                 out.push((c.clone(), f.finding.explanation.clone()));
             }
             for (s, w) in f.finding.suggestions.iter().zip(&to.suggestions) {
-                if *w == Writer::Model {
+                if *w == writer {
                     out.push((c.clone(), s.clone()));
                 }
             }
@@ -119,7 +119,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         );
         let with_text = reports.iter().flat_map(|r| &r.kernels).filter(|k| k.prose.shown > 0).count();
         println!("kernels with model text:    {with_text} of {kernels}");
-        let samples: Vec<(String, String)> = reports.iter().flat_map(model_sentences).collect();
+        let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
+        let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
+        println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose", samples.len());
         // Five samples spread over the run.
         let step = (samples.len() / 5).max(1);
         for (c, s) in samples.iter().step_by(step).take(5) {

@@ -63,12 +63,13 @@ pub enum ProseMode {
     /// Free sentences (bounded length, no digits): for a capable model.
     Free,
     /// A worked example in the prompt, and shorter sentences that must start with the opening
-    /// words of the expert text for the category.
+    /// words of the expert text for the category. The default: the highest gate pass rate with
+    /// the default model (README, "Model text earns its place").
+    #[default]
     Guided,
     /// The claim as in `guided`; the explanation and suggestions chosen among expert-written causes
     /// (the category's explanation, the launch's own top stall reasons) and fixes, all supported by
     /// the facts.
-    #[default]
     Choose,
 }
 
@@ -713,4 +714,33 @@ pub fn analyse(p: &Profile) -> analysis::FileAnalysis {
 /// Errors of files that could not be read, for reports.
 pub fn file_error(path: PathBuf, message: String) -> FileError {
     FileError { path, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openings_stop_at_numbers_and_punctuation() {
+        assert_eq!(opening("Global loads are uncoalesced: 4 of 32 bytes.", 3), "Global loads are");
+        assert_eq!(opening("Memory-bound: DRAM is at 64.5% of peak.", 3), "");
+        assert_eq!(opening("The grid has 96 blocks for 132 SMs.", 3), "The grid has");
+        assert_eq!(opening("Make consecutive, aligned accesses.", 3), "Make consecutive");
+        assert_eq!(opening("12.5% of branch targets diverge.", 3), "");
+    }
+
+    #[test]
+    fn expert_text_splits_into_sentences() {
+        let s = sentences("The memory system moves whole 32-byte sectors; most of them carry no useful bytes. That traffic competes for DRAM.");
+        assert_eq!(
+            s,
+            vec![
+                "The memory system moves whole 32-byte sectors.".to_string(),
+                "Most of them carry no useful bytes.".to_string(),
+                "That traffic competes for DRAM.".to_string()
+            ]
+        );
+        // A decimal point is not a sentence end.
+        assert_eq!(sentences("Warps use 12.5 of 32 lanes on average.").len(), 1);
+    }
 }
