@@ -537,6 +537,9 @@ pub struct ReportSettings {
     pub shard: Option<[usize; 2]>,
     /// Profile files found in the inputs, before sharding.
     pub input_files: usize,
+    /// How model prose was written (`--prose`).
+    #[serde(default)]
+    pub prose: crate::explain::ProseMode,
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! keet: the Kernel Execution Explanation Toolkit.
 //!
 //! Data flows one way: [`profile`] (ingest) → [`facts`] → [`rules`] → prompt ([`explain`]) →
-//! findings ([`llm`]) → [`validate`] → report ([`render`]), with [`cache`] keeping analyses.
+//! findings ([`llm`]) → [`validate`] and the [`prose`] gate → report ([`render`]), with [`cache`] keeping analyses.
 
 pub mod analysis;
 pub mod batch;
@@ -13,6 +13,7 @@ pub mod facts;
 pub mod llm;
 pub mod merge;
 pub mod profile;
+pub mod prose;
 pub mod render;
 pub mod rules;
 pub mod validate;

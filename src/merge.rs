@@ -331,6 +331,7 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         source_files: s.source_files.clone(),
         progress: false,
         shard: None,
+        prose: s.prose,
     };
     let model = match (&first.doc.model, s.no_llm) {
         (Some(info), false) => ModelSource::Recorded(info.clone()),

@@ -172,7 +172,8 @@ pub fn check_category(ctx: &Context, c: Category) -> Option<String> {
     None
 }
 
-fn bound_name(b: Option<BoundKind>) -> &'static str {
+/// The regime's name in words ("memory bound", ...).
+pub fn bound_name(b: Option<BoundKind>) -> &'static str {
     match b {
         Some(BoundKind::Compute) => "compute bound",
         Some(BoundKind::Memory) => "memory bound",
@@ -227,8 +228,24 @@ fn check_text_numbers(ctx: &Context, field: &str, text: &str, known: &[f64], rea
     let _ = ctx;
 }
 
+/// True when every number in `text` is one the profile, the facts or the rule layer hold (the
+/// validator's check on free text), so an expert sentence can be offered to the model as is.
+pub fn text_numbers_known(ctx: &Context, text: &str) -> bool {
+    let mut reasons = Vec::new();
+    check_text_numbers(ctx, "text", text, &ctx.known_numbers(), &mut reasons);
+    reasons.is_empty()
+}
+
 fn check_contradicting_words(ctx: &Context, f: &Finding, reasons: &mut Vec<String>) {
-    let text = format!("{} {}", f.claim, f.explanation).to_lowercase().replace('-', " ");
+    reasons.extend(contradicting_words(ctx, &format!("{} {}", f.claim, f.explanation)));
+}
+
+/// Words in `text` that contradict the facts: a regime the speed-of-light classification does not
+/// support ("compute bound" on a memory-bound kernel), the regime it does support denied ("not
+/// memory bound" on a memory-bound kernel), an occupancy limiter the launch statistics contradict.
+pub fn contradicting_words(ctx: &Context, text: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let text = text.to_lowercase().replace('-', " ");
     let bound = ctx.facts.bound.as_ref().map(|b| b.kind);
     let says = |w: &str| text.contains(w) && !text.contains(&format!("not {w}"));
     if says("memory bound") && bound.is_some() && bound != Some(BoundKind::Memory) {
@@ -237,6 +254,11 @@ fn check_contradicting_words(ctx: &Context, f: &Finding, reasons: &mut Vec<Strin
     if says("compute bound") && bound.is_some() && bound != Some(BoundKind::Compute) {
         reasons.push(format!("the text calls the kernel compute bound, but the facts say {}", bound_name(bound)));
     }
+    for (w, kind) in [("not memory bound", BoundKind::Memory), ("not compute bound", BoundKind::Compute)] {
+        if text.contains(w) && bound == Some(kind) {
+            reasons.push(format!("the text says the kernel is {w}, but the facts say {}", bound_name(bound)));
+        }
+    }
     if let Some(l) = &ctx.facts.occupancy_limit {
         for (w, lim) in [("limited by registers", Limiter::Registers), ("limited by shared memory", Limiter::SharedMemory)] {
             if text.contains(w) && l.limiter != lim {
@@ -244,6 +266,7 @@ fn check_contradicting_words(ctx: &Context, f: &Finding, reasons: &mut Vec<Strin
             }
         }
     }
+    reasons
 }
 
 /// Words one of which a claim of each category must use (lower case, matched as prefixes of words).

@@ -66,6 +66,8 @@ fn explain_stores_show_prints_the_same_report_and_history_lists_it() {
             profile: Default::default(),
             settings: None,
             batch: None,
+            prose_mode: None,
+            prose: Default::default(),
         };
         for (fmt, format) in [("text", Format::Text), ("md", Format::Md)] {
             let out = stdout(&keet(&["show", &id.to_string(), "--format", fmt], &cache));

@@ -6,8 +6,8 @@
 
 use keet::analysis::{analyse_launch, FileError};
 use keet::explain::report::{
-    Citation, DroppedFinding, ExplainReport, Finding, KernelExplanation, KernelGroup, ModelInfo, Origin, ShownFinding, SourceLine,
-    EXPLAIN_SCHEMA,
+    Citation, DroppedFinding, ExplainReport, Finding, KernelExplanation, KernelGroup, ModelInfo, Origin, ProseCounts, ReplacedSentence,
+    ShownFinding, SourceLine, TextOrigin, Writer, EXPLAIN_SCHEMA,
 };
 use keet::render::explain::render_explain;
 use keet::render::Format;
@@ -58,6 +58,8 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         let cite = a.facts.duration_ns.as_ref().expect("corpus launch has a duration").evidence[0].clone();
         findings.push(ShownFinding {
             origin: if rank == 1 { Origin::LlmRepaired } else { Origin::Llm },
+            // The second suggestion is the expert's (the model's failed the prose gate).
+            text_origin: Some(TextOrigin { claim: Writer::Model, explanation: Writer::Model, suggestions: vec![Writer::Model, Writer::Expert] }),
             finding: Finding {
                 category: keet::rules::Category::LatencyBound,
                 severity: keet::rules::Severity::Medium,
@@ -84,6 +86,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         if let Some(r) = a.findings.first() {
             findings.push(ShownFinding {
                 origin: Origin::Rules,
+                text_origin: None,
                 finding: Finding {
                     category: r.category,
                     severity: r.severity,
@@ -131,6 +134,13 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
             analysis: a,
             findings,
             dropped,
+            prose: ProseCounts { shown: 3, reasked: 1, replaced: 1 },
+            replaced: vec![ReplacedSentence {
+                category: keet::rules::Category::LatencyBound,
+                field: "suggestion 2".into(),
+                texts: vec!["This affects our team.".into(), "Lets talk about the kernel.".into()],
+                reasons: vec!["it talks about keet or its readers (\"our team\") instead of the kernel".into()],
+            }],
             verdict,
             estimated_gain_ns: gain,
             cached: rank == 2,
@@ -150,6 +160,8 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         total_duration_ns: total,
         kernels,
         skipped_kernels: analyses.len().saturating_sub(top),
+        prose_mode: Some("guided".into()),
+        prose: ProseCounts { shown: 3 * top, reasked: top, replaced: top },
         errors: vec![FileError { path: corpus("h200-moe/long_prefill_prof_lines_only.csv"), message: "no kernel launches <found> & nothing read".into() }],
         profile: profile_view_of(&analyses),
         settings: None,
@@ -217,6 +229,22 @@ fn text_report() {
     let cite = &report.kernels[0].findings[0].finding.evidence[0];
     assert!(s.contains(&format!("{} = {} {}", cite.metric, keet::rules::fmt_num(cite.value), cite.unit)), "{s}");
     assert!(s.contains("1 model finding dropped:") && s.contains("sm__made_up_metric"), "{s}");
+    // Model sentences are marked one by one, with the counts per kernel and in total.
+    assert!(s.contains("too short to hide launch latency. [model]") && s.contains("Capture the sequence in a CUDA graph."), "{s}");
+    assert!(!s.contains("Capture the sequence in a CUDA graph. [model]"), "an expert sentence marked as the model's: {s}");
+    assert!(s.contains("model sentences: 3 shown, 1 re-asked, 1 replaced by expert text"), "{s}");
+    assert!(s.contains("Model sentences (guided): 15 shown, 5 re-asked, 5 replaced"), "{s}");
+    assert!(s.contains("This affects our team."), "replaced text shown (verbose report): {s}");
+    // Without --verbose the dropped and replaced model text is gone, the counts stay.
+    let mut quiet = report.clone();
+    quiet.hide_dropped_text();
+    let q = render_explain(&quiet, Format::Text).unwrap();
+    assert!(!q.contains("This affects our team.") && !q.contains("FP64 throughput dominates."), "{q}");
+    assert!(q.contains("1 model finding dropped (--verbose shows them)") && q.contains("1 re-asked, 1 replaced"), "{q}");
+    for f in [Format::Md, Format::Html, Format::Json] {
+        let o = render_explain(&quiet, f).unwrap();
+        assert!(!o.contains("This affects our team.") && !o.contains("FP64 throughput dominates."), "{f:?}: {o}");
+    }
     assert!(s.contains("kernel.cu:42") && s.contains("37.5% of Warp Stall Sampling"), "{s}");
     assert!(s.contains("Summary (ranked by time"), "{s}");
     assert!(s.contains("25 more kernels not explained"), "{s}");
@@ -237,6 +265,7 @@ fn markdown_report() {
     assert!(s.contains("## Summary") && s.contains("| # | kernel |"), "{s}");
     assert!(s.contains("## 1. `") && s.contains("## 3. `"), "{s}");
     assert!(s.contains("[model]") && s.contains("[rules]"));
+    assert!(s.contains("too short to hide launch latency. *(model)*") && s.contains("Model sentences: 3 shown, 1 re-asked, 1 replaced"), "{s}");
     assert!(s.contains("<details><summary>Facts ("));
     // Table rows never break: every table line starts and ends with a pipe.
     for line in s.lines().filter(|l| l.starts_with('|')) {
@@ -267,6 +296,7 @@ fn html_is_self_contained_with_a_roofline() {
     assert!(s.trim_end().ends_with("</html>"));
     assert_self_contained(&s);
     assert!(s.contains("<svg class=\"roofline\""), "no roofline chart");
+    assert!(s.contains("latency. <span class=\"by-model\""), "model sentences are marked");
     assert!(s.contains("<polyline") && s.matches("<circle").count() >= 1, "roofs and dots");
     assert!(s.contains("Kernels by time") && s.contains("class=\"bar\" style=\"width: "));
     assert!(s.contains("<details class=\"facts\">") && s.contains("gpu__time_duration.sum"), "facts with provenance");

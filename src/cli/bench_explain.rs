@@ -1,18 +1,23 @@
-//! `keet bench explain`: time to first finding, kernels explained per minute with the model, and
-//! the warm-cache time of the same run, on one profile.
+//! `keet bench explain`: time to first finding, kernels explained per minute with the model, the
+//! warm-cache time of the same run, and for each prose mode (`--prose free,guided,choose`) how many
+//! model sentences the prose gate let through, re-asked and replaced, with five sample sentences.
 
-use crate::explain::{self, ExplainOptions};
+use crate::explain::report::{ExplainReport, Writer};
+use crate::explain::{self, ExplainOptions, ProseMode};
 use crate::llm::engine::EngineOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct ExplainBenchArgs {
-    /// Profile to explain (default: the H200 decode report of ../shared/corpus).
-    pub profile: Option<PathBuf>,
-    /// Kernels to explain.
+    /// Profiles to explain (default: the H200 decode report of ../shared/corpus).
+    pub profiles: Vec<PathBuf>,
+    /// Kernels to explain per profile.
     #[arg(long, default_value_t = 3)]
     pub top: usize,
+    /// Prose modes to run, each over all profiles (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = vec![ProseMode::default()])]
+    pub prose: Vec<ProseMode>,
     #[arg(long, short = 'm')]
     pub model: Option<String>,
     #[arg(long)]
@@ -21,37 +26,109 @@ pub struct ExplainBenchArgs {
     pub threads: Option<usize>,
 }
 
+/// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
+pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for k in &report.kernels {
+        for f in &k.findings {
+            let Some(to) = &f.text_origin else { continue };
+            let c = f.finding.category.as_str().to_string();
+            if to.claim == writer {
+                out.push((c.clone(), f.finding.claim.clone()));
+            }
+            if to.explanation == writer {
+                out.push((c.clone(), f.finding.explanation.clone()));
+            }
+            for (s, w) in f.finding.suggestions.iter().zip(&to.suggestions) {
+                if *w == writer {
+                    out.push((c.clone(), s.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
 pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
-    let profile = a
-        .profile
-        .clone()
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"));
-    let dir = tempfile::tempdir()?;
-    let opts = ExplainOptions {
-        top: a.top,
-        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
-        cache: Some(dir.path().join("bench.sqlite3")),
-        ..ExplainOptions::default()
+    let profiles = if a.profiles.is_empty() {
+        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep")]
+    } else {
+        a.profiles.clone()
     };
-    let inputs = vec![profile.clone()];
-    let t = Instant::now();
-    let (cold, s1) = explain::explain(&inputs, &opts)?;
-    let cold_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let (warm, s2) = explain::explain(&inputs, &opts)?;
-    let warm_s = t.elapsed().as_secs_f64();
-    let same = serde_json::to_value(&cold.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?
-        == serde_json::to_value(&warm.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?;
-    let gen_s = (cold_s - s1.model_load_s - s1.parse_s).max(1e-9);
-    println!("profile: {}", profile.display());
-    println!("model: {}", cold.model.as_ref().map(|m| format!("{} on {}", m.name, m.device)).unwrap_or_else(|| "none".into()));
-    println!("kernels explained:          {}", s1.kernels_explained);
-    println!("model load:                 {:.2} s", s1.model_load_s);
-    println!("time to first finding:      {:.2} s", s1.first_finding_s.unwrap_or(0.0));
-    println!("cold run total:             {:.2} s", cold_s);
-    println!("kernels per minute (model): {:.2}", s1.kernels_explained as f64 * 60.0 / gen_s);
-    println!("model findings shown / repaired / dropped: {} / {} / {}", s1.llm_findings_shown, s1.llm_findings_repaired, s1.llm_findings_dropped);
-    println!("warm-cache run:             {:.3} s ({} of {} kernels from the cache, model loaded: {})", warm_s, s2.kernels_from_cache, s2.kernels_explained, s2.model_load_s > 0.0);
-    println!("warm output identical:      {same}");
+    for p in &profiles {
+        println!("profile: {}", p.display());
+    }
+    for &mode in &a.prose {
+        let dir = tempfile::tempdir()?;
+        let opts = ExplainOptions {
+            top: a.top,
+            engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
+            cache: Some(dir.path().join("bench.sqlite3")),
+            prose: mode,
+            ..ExplainOptions::default()
+        };
+        // Each profile on its own, so --top applies per profile.
+        let (mut reports, mut cold_s, mut warm_s) = (Vec::new(), 0.0, 0.0);
+        let (mut load_s, mut parse_s, mut first, mut kernels, mut from_cache, mut loaded_warm, mut same) = (0.0, 0.0, None, 0, 0, false, true);
+        let mut s1_all = explain::RunStats::default();
+        for p in &profiles {
+            let inputs = vec![p.clone()];
+            let t = Instant::now();
+            let (cold, s1) = explain::explain(&inputs, &opts)?;
+            cold_s += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let (warm, s2) = explain::explain(&inputs, &opts)?;
+            warm_s += t.elapsed().as_secs_f64();
+            same &= serde_json::to_value(cold.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?
+                == serde_json::to_value(warm.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?;
+            load_s += s1.model_load_s;
+            parse_s += s1.parse_s;
+            first = first.or(s1.first_finding_s);
+            kernels += s1.kernels_explained;
+            from_cache += s2.kernels_from_cache;
+            loaded_warm |= s2.model_load_s > 0.0;
+            s1_all.llm_findings_shown += s1.llm_findings_shown;
+            s1_all.llm_findings_repaired += s1.llm_findings_repaired;
+            s1_all.llm_findings_dropped += s1.llm_findings_dropped;
+            s1_all.prose.add(&s1.prose);
+            reports.push(cold);
+        }
+        let gen_s = (cold_s - load_s - parse_s).max(1e-9);
+        let c = s1_all.prose;
+        let written = c.shown + c.replaced;
+        let pct = |n: usize| if written > 0 { 100.0 * n as f64 / written as f64 } else { 0.0 };
+        println!();
+        println!("prose mode: {}", mode.as_str());
+        println!("model: {}", reports[0].model.as_ref().map(|m| format!("{} on {}", m.name, m.device)).unwrap_or_else(|| "none".into()));
+        println!("kernels explained:          {kernels}");
+        println!("model load:                 {load_s:.2} s");
+        println!("time to first finding:      {:.2} s", first.unwrap_or(0.0));
+        println!("cold run total:             {cold_s:.2} s");
+        println!("kernels per minute (model): {:.2}", kernels as f64 * 60.0 / gen_s);
+        println!(
+            "model findings shown / repaired / dropped: {} / {} / {}",
+            s1_all.llm_findings_shown, s1_all.llm_findings_repaired, s1_all.llm_findings_dropped
+        );
+        println!(
+            "model sentences shown / re-asked / replaced: {} / {} / {} (gate pass rate {:.1}%, first try {:.1}%)",
+            c.shown,
+            c.reasked,
+            c.replaced,
+            pct(c.shown),
+            pct(written.saturating_sub(c.reasked))
+        );
+        let with_text = reports.iter().flat_map(|r| &r.kernels).filter(|k| k.prose.shown > 0).count();
+        println!("kernels with model text:    {with_text} of {kernels}");
+        let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
+        let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
+        println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose", samples.len());
+        // Five samples spread over the run.
+        let step = (samples.len() / 5).max(1);
+        for (c, s) in samples.iter().step_by(step).take(5) {
+            println!("  sample [{c}]: {s}");
+        }
+        println!("warm-cache run:             {warm_s:.3} s ({from_cache} of {kernels} kernels from the cache, model loaded: {loaded_warm})");
+        println!("warm output identical:      {same}");
+    }
     Ok(0)
 }

@@ -59,6 +59,13 @@ pub struct ExplainArgs {
     /// Print run statistics (times, cache hits, dropped findings) to stderr.
     #[arg(long)]
     pub stats: bool,
+    /// How the model writes its sentences: free (for a capable model), guided (a worked example and
+    /// the expert text's openings) or choose (among expert causes and fixes the facts support).
+    #[arg(long, value_enum, default_value_t = explain::ProseMode::default())]
+    pub prose: explain::ProseMode,
+    /// Also show the model text that was dropped or replaced, with the reasons.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 pub fn options(a: &ExplainArgs) -> ExplainOptions {
@@ -75,6 +82,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         source_files: a.source.clone(),
         progress: std::io::stderr().is_terminal(),
         shard: a.shard,
+        prose: a.prose,
     }
 }
 
@@ -90,7 +98,10 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 
 pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
     let opts = options(&a);
-    let (report, stats) = explain::explain(&a.paths, &opts)?;
+    let (mut report, stats) = explain::explain(&a.paths, &opts)?;
+    if !a.verbose {
+        report.hide_dropped_text();
+    }
     let format = a.format.unwrap_or(Format::Text);
     let out = render::explain::render_explain(&report, format)?;
     super::write_output(a.output.as_deref(), &out)?;

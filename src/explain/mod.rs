@@ -3,7 +3,9 @@
 //!
 //! Flow per kernel: facts and rule findings ([`crate::analysis`]) → prompt (`prompts/*.jinja`) and
 //! schema ([`schema`]) → constrained generation ([`crate::llm`]) → [`crate::validate`] → repaired
-//! (one bounded, constrained re-ask with the reasons) or dropped → rule findings fill the gaps.
+//! (one bounded, constrained re-ask with the reasons) or dropped → every sentence through the
+//! [`crate::prose`] gate (a failing sentence gets one constrained re-ask with the gate's reasons, then
+//! the expert text stands instead) → rule findings fill the gaps.
 //! Every analysis is stored in the [`crate::cache`]; a warm run never loads the model.
 
 pub mod prompt;
@@ -17,6 +19,7 @@ use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
 use crate::llm::template::ChatMessage;
 use crate::profile::{Launch, Profile};
 use crate::rules;
+use crate::prose::Field;
 use crate::validate::{self, Context};
 use report::*;
 use std::path::PathBuf;
@@ -48,6 +51,36 @@ pub struct ExplainOptions {
     pub progress: bool,
     /// `(k, n)`: only the input files whose index (in sorted order) is `k` modulo `n` (Slurm job arrays).
     pub shard: Option<(usize, usize)>,
+    /// How the model writes its sentences.
+    pub prose: ProseMode,
+}
+
+/// How the model writes the sentences of a finding (`--prose`). All three go through the same
+/// validator and prose gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProseMode {
+    /// Free sentences (bounded length, no digits): for a capable model.
+    Free,
+    /// A worked example in the prompt, and shorter sentences that must start with the opening
+    /// words of the expert text for the category. The default: the highest gate pass rate with
+    /// the default model (README, "Model text earns its place").
+    #[default]
+    Guided,
+    /// The claim as in `guided`; the explanation and suggestions chosen among expert-written causes
+    /// (the category's explanation, the launch's own top stall reasons) and fixes, all supported by
+    /// the facts.
+    Choose,
+}
+
+impl ProseMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProseMode::Free => "free",
+            ProseMode::Guided => "guided",
+            ProseMode::Choose => "choose",
+        }
+    }
 }
 
 impl Default for ExplainOptions {
@@ -65,6 +98,7 @@ impl Default for ExplainOptions {
             source_files: vec![],
             progress: false,
             shard: None,
+            prose: ProseMode::default(),
         }
     }
 }
@@ -97,6 +131,8 @@ pub struct RunStats {
     pub llm_findings_shown: usize,
     pub llm_findings_repaired: usize,
     pub llm_findings_dropped: usize,
+    /// Model sentences shown / re-asked / replaced by expert text.
+    pub prose: ProseCounts,
     pub total_s: f64,
 }
 
@@ -145,6 +181,7 @@ pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batc
         prompt_templates_sha256: prompt::templates_sha256(),
         shard: opts.shard.map(|(k, n)| [k, n]),
         input_files,
+        prose: opts.prose,
     }
 }
 
@@ -221,7 +258,7 @@ pub fn explain_table(
         let rep = table.groups[*entry].rep;
         let la = analysis::analyse_launch_in(launch, Some(group.time_share_pct));
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
-        let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all);
+        let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all, opts.prose);
         table.groups[*entry].analysis_key = Some(key.to_string());
         let mut cached = None;
         let shard_made = known.get(&(table.files[rep.file as usize].clone(), rep.index)).filter(|k| k.key == key.as_str());
@@ -289,6 +326,8 @@ pub fn explain_table(
             analysis: la,
             findings: found.findings.clone(),
             dropped: found.dropped.clone(),
+            prose: found.prose,
+            replaced: found.replaced.clone(),
             verdict: verdict_line,
             estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * group.total_duration_ns),
             cached: from_cache,
@@ -307,6 +346,8 @@ pub fn explain_table(
                 profile: Default::default(),
                 settings: None,
                 batch: None,
+                prose_mode: model.as_ref().map(|_| opts.prose.as_str().to_string()),
+                prose: found.prose,
             };
             let meta = crate::cache::EntryMeta {
                 file: group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -334,7 +375,8 @@ pub fn explain_table(
         (None, ModelSource::Recorded(info)) => Some(info.clone()),
         (None, ModelSource::None) => None,
     };
-    let report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table);
+    let prose_mode = model_info.as_ref().map(|_| opts.prose.as_str().to_string());
+    let report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table, prose_mode);
     Ok((report, stats))
 }
 
@@ -350,6 +392,7 @@ pub fn build_report(
     errors: Vec<FileError>,
     settings: crate::batch::ReportSettings,
     table: crate::batch::BatchTable,
+    prose_mode: Option<String>,
 ) -> ExplainReport {
     let profile = rules::profile::profile_view(&kernel_times(&table));
     ExplainReport {
@@ -358,6 +401,11 @@ pub fn build_report(
         model,
         inputs: inputs.to_vec(),
         total_duration_ns,
+        prose_mode,
+        prose: kernels.iter().fold(ProseCounts::default(), |mut a, k| {
+            a.add(&k.prose);
+            a
+        }),
         kernels,
         skipped_kernels,
         errors,
@@ -409,10 +457,10 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile::Ker
 
 /// The cache key of one kernel analysis: its facts and identity, the model, the prompt templates,
 /// the decoding settings and keet's version.
-pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine]) -> crate::cache::CacheKey {
+pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json = serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines))
         .expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v3")).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v4", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -440,6 +488,7 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
     }
     ShownFinding {
         origin: Origin::Rules,
+        text_origin: None,
         finding: Finding {
             category: r.category,
             severity: r.severity,
@@ -465,7 +514,7 @@ fn verdict(la: &LaunchAnalysis) -> String {
 
 fn rules_only(launch: &Launch, la: &LaunchAnalysis, lines: &[SourceLine]) -> CachedFindings {
     let findings: Vec<ShownFinding> = la.findings.iter().map(|r| from_rule(la, launch, r, lines)).collect();
-    CachedFindings { verdict: verdict(la), findings, dropped: vec![] }
+    CachedFindings { verdict: verdict(la), findings, dropped: vec![], prose: ProseCounts::default(), replaced: vec![] }
 }
 
 #[derive(serde::Deserialize)]
@@ -473,7 +522,107 @@ struct ModelOutput {
     findings: Vec<Finding>,
 }
 
-/// Asks the model, validates, repairs once, drops what still fails, and fills gaps from the rules.
+/// The first words of an expert sentence up to its first number or punctuation (at most `max`),
+/// for `guided` sentences; empty when the sentence opens with a number.
+fn opening(text: &str, max: usize) -> String {
+    let mut out = Vec::new();
+    for w in text.split_whitespace().take(max) {
+        let letters = w.trim_end_matches([',', ';', ':', '.']);
+        if letters.is_empty() || !letters.chars().all(|c| c.is_ascii_alphabetic()) {
+            break;
+        }
+        out.push(letters);
+        if letters.len() != w.len() {
+            break;
+        }
+    }
+    out.join(" ")
+}
+
+/// The sentences of an expert text (split after ". " and "; "), each ending with a period.
+fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        cur.push(c);
+        let end = matches!(c, '.' | ';') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        if end {
+            let t = cur.trim().trim_end_matches(';').to_string();
+            if t.split_whitespace().count() >= 3 {
+                let mut t = t;
+                if !t.ends_with('.') {
+                    t.push('.');
+                }
+                let mut cs = t.chars();
+                if let Some(f) = cs.next() {
+                    t = f.to_uppercase().chain(cs).collect();
+                }
+                out.push(t);
+            }
+            cur.clear();
+        }
+    }
+    if cur.trim().split_whitespace().count() >= 3 {
+        out.push(format!("{}.", cur.trim()));
+    }
+    out
+}
+
+/// Per category, the text schema of each field under `mode`: free sentences, guided openings, or
+/// the expert causes and fixes the facts support.
+fn text_schema(ctx: &Context, mode: ProseMode, c: rules::Category, field: schema::TextField) -> Result<serde_json::Value, ExplainError> {
+    use schema::TextField::*;
+    let Some(r) = ctx.rules.iter().find(|r| r.category == c) else {
+        return Ok(schema::free_text(field));
+    };
+    Ok(match (mode, field) {
+        (ProseMode::Free, f) => schema::free_text(f),
+        (_, Claim) => schema::opening_text(&opening(&r.claim, 3), 3, 12),
+        (ProseMode::Guided, Explanation) => schema::opening_text(&opening(&r.explanation, 3), 4, 18),
+        (ProseMode::Guided, Suggestion) => schema::opening_text(&opening(&r.suggestion, 3), 3, 12),
+        (ProseMode::Choose, Explanation) => {
+            // Causes: the category's expert explanation, and what the launch's own top stall reasons mean.
+            let mut causes = sentences(&r.explanation);
+            for st in &ctx.facts.stalls {
+                causes.push(prompt::stall_cause(&st.reason, rules::text::stall_hint(&st.reason))?);
+            }
+            causes.retain(|s| validate::text_numbers_known(ctx, s));
+            if causes.is_empty() {
+                return Ok(schema::opening_text(&opening(&r.explanation, 3), 4, 18));
+            }
+            schema::choice_text(&causes)
+        }
+        (ProseMode::Choose, Suggestion) => {
+            let mut fixes = sentences(&r.suggestion);
+            fixes.retain(|s| validate::text_numbers_known(ctx, s));
+            if fixes.is_empty() {
+                return Ok(schema::opening_text(&opening(&r.suggestion, 3), 3, 12));
+            }
+            schema::choice_text(&fixes)
+        }
+    })
+}
+
+/// The rule layer's finding for a category (its expert text replaces failing sentences).
+fn expert_for<'a>(la: &'a LaunchAnalysis, c: rules::Category) -> Option<&'a rules::Finding> {
+    la.findings.iter().find(|r| r.category == c)
+}
+
+fn sentence_count(f: &Finding) -> usize {
+    2 + f.suggestions.len()
+}
+
+fn field_text(f: &Finding, field: Field) -> Option<&str> {
+    match field {
+        Field::Claim => Some(&f.claim),
+        Field::Explanation => Some(&f.explanation),
+        Field::Suggestion(i) => f.suggestions.get(i).map(String::as_str),
+    }
+}
+
+/// Asks the model, validates, repairs once, drops what still fails, puts every sentence through
+/// the prose gate (one re-ask, then the expert text), and fills gaps from the rules.
 fn explain_with_model(
     engine: &mut Engine,
     launch: &Launch,
@@ -484,17 +633,26 @@ fn explain_with_model(
     stats: &mut RunStats,
 ) -> Result<CachedFindings, ExplainError> {
     let ctx = Context { launch, facts: &la.facts, rules: &la.findings };
-    let Some(schema) = schema::findings_schema(&ctx, opts.max_findings) else {
+    let mut texts = std::collections::BTreeMap::new();
+    for r in &la.findings {
+        for f in [schema::TextField::Claim, schema::TextField::Explanation, schema::TextField::Suggestion] {
+            texts.insert((r.category.as_str(), f as u8), text_schema(&ctx, opts.prose, r.category, f)?);
+        }
+    }
+    let Some(schema) = schema::findings_schema_with(&ctx, opts.max_findings, |c, f| {
+        texts.get(&(c.as_str(), f as u8)).cloned().unwrap_or_else(|| schema::free_text(f))
+    }) else {
         return Ok(rules_only(launch, la, lines));
     };
     let mut gen = decoding();
     gen.max_tokens = schema::token_budget(&schema);
-    let system = prompt::system()?;
+    let system = prompt::system(opts.prose.as_str())?;
     let user = prompt::kernel(&ctx, group, lines, opts.max_findings)?;
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
-    let mut shown: Vec<ShownFinding> = Vec::new();
+    let mut accepted: Vec<(Finding, Origin)> = Vec::new();
     let mut dropped: Vec<DroppedFinding> = Vec::new();
     let mut pending: Vec<(Finding, Vec<String>)> = Vec::new();
+    let mut counts = ProseCounts::default();
     let g = engine.generate(&messages, &gen, Some(&schema))?;
     match serde_json::from_str::<ModelOutput>(&g.text) {
         Ok(out) => {
@@ -502,11 +660,11 @@ fn explain_with_model(
                 // The grammar cannot express uniqueness: drop repeated citations.
                 let mut seen = std::collections::HashSet::new();
                 f.evidence.retain(|c| seen.insert(c.metric.clone()));
-                if shown.iter().any(|s| s.finding.category == f.category) {
+                if accepted.iter().any(|s| s.0.category == f.category) || pending.iter().any(|p| p.0.category == f.category) {
                     continue;
                 }
                 match validate::validate(&ctx, &f) {
-                    Ok(()) => shown.push(shown_llm(la, f, Origin::Llm, lines)),
+                    Ok(()) => accepted.push((f, Origin::Llm)),
                     Err(reasons) => pending.push((f, reasons)),
                 }
             }
@@ -523,13 +681,16 @@ fn explain_with_model(
     for (f, reasons) in pending {
         let mut fixed = None;
         let mut last_reasons = reasons.clone();
+        counts.reasked += sentence_count(&f);
         for _ in 0..opts.repair_attempts {
             messages.truncate(2);
             messages.push(ChatMessage::assistant(serde_json::to_string(&serde_json::json!({"findings": [&f]})).unwrap_or_default()));
             messages.push(ChatMessage::user(prompt::repair(&last_reasons)?));
             let g = engine.generate(&messages, &gen, Some(&schema))?;
             if let Ok(out) = serde_json::from_str::<ModelOutput>(&g.text) {
-                if let Some(nf) = out.findings.into_iter().find(|n| n.category == f.category) {
+                if let Some(mut nf) = out.findings.into_iter().find(|n| n.category == f.category) {
+                    let mut seen = std::collections::HashSet::new();
+                    nf.evidence.retain(|c| seen.insert(c.metric.clone()));
                     match validate::validate(&ctx, &nf) {
                         Ok(()) => {
                             fixed = Some(nf);
@@ -541,15 +702,131 @@ fn explain_with_model(
             }
         }
         match fixed {
-            Some(nf) if !shown.iter().any(|s| s.finding.category == nf.category) => {
+            Some(nf) if !accepted.iter().any(|s| s.0.category == nf.category) => {
                 stats.llm_findings_repaired += 1;
-                shown.push(shown_llm(la, nf, Origin::LlmRepaired, lines));
+                // The repaired finding's sentences are counted (shown or replaced) below.
+                counts.reasked = counts.reasked + sentence_count(&nf) - sentence_count(&f);
+                accepted.push((nf, Origin::LlmRepaired));
             }
-            _ => dropped.push(DroppedFinding { finding: f, reasons }),
+            _ => {
+                counts.replaced += sentence_count(&f);
+                dropped.push(DroppedFinding { finding: f, reasons })
+            }
         }
     }
-    stats.llm_findings_shown += shown.len();
+    // The prose gate: every sentence, one re-ask for those that fail, then the expert text.
+    let gate = crate::prose::gate();
+    let mut shown: Vec<ShownFinding> = Vec::new();
+    let mut replaced: Vec<ReplacedSentence> = Vec::new();
+    let mut earlier: Vec<String> = Vec::new();
+    let chosen_writer = |field: Field| match (opts.prose, field) {
+        (ProseMode::Choose, Field::Explanation | Field::Suggestion(_)) => Writer::ModelChosen,
+        _ => Writer::Model,
+    };
+    for (mut f, mut origin) in accepted {
+        let Some(expert) = expert_for(la, f.category) else { continue };
+        let fails = gate.check_finding(&ctx, &f, &earlier);
+        let mut writers: Vec<(Field, Writer)> = std::iter::once(Field::Claim)
+            .chain(std::iter::once(Field::Explanation))
+            .chain((0..f.suggestions.len()).map(Field::Suggestion))
+            .map(|fl| (fl, chosen_writer(fl)))
+            .collect();
+        if !fails.is_empty() {
+            counts.reasked += fails.len();
+            origin = Origin::LlmRepaired;
+            let fail_list: Vec<(String, String, Vec<String>)> =
+                fails.iter().map(|(fl, r)| (fl.label(), field_text(&f, *fl).unwrap_or_default().to_string(), r.clone())).collect();
+            messages.truncate(2);
+            messages.push(ChatMessage::assistant(serde_json::to_string(&serde_json::json!({"findings": [&f]})).unwrap_or_default()));
+            messages.push(ChatMessage::user(prompt::prose_repair(f.category.as_str(), &gate.topic_words(&ctx, f.category), &fail_list)?));
+            // Greedy decoding would give the same words again: the re-ask samples (seeded, so runs repeat).
+            let regen = GenerateOptions { temperature: 0.7, top_p: 0.9, seed: 11, ..gen.clone() };
+            let g = engine.generate(&messages, &regen, Some(&schema))?;
+            let again: Option<Finding> = serde_json::from_str::<ModelOutput>(&g.text)
+                .ok()
+                .and_then(|o| o.findings.into_iter().find(|n| n.category == f.category))
+                // The numbers and words of the new text must pass the validator too.
+                .filter(|n| {
+                    let mut probe = f.clone();
+                    probe.claim = n.claim.clone();
+                    probe.explanation = n.explanation.clone();
+                    probe.suggestions = n.suggestions.clone();
+                    validate::validate(&ctx, &probe).is_ok()
+                });
+            for (field, reasons) in &fails {
+                let old = field_text(&f, *field).unwrap_or_default().to_string();
+                let new = again.as_ref().and_then(|a| match field {
+                    Field::Suggestion(i) => a.suggestions.get(*i).or(a.suggestions.first()).cloned(),
+                    other => field_text(a, *other).map(String::from),
+                });
+                // The other sentences of this finding and the kernel's earlier ones: no repeats.
+                let others: Vec<String> = earlier
+                    .iter()
+                    .cloned()
+                    .chain(
+                        [Field::Claim, Field::Explanation]
+                            .into_iter()
+                            .chain((0..f.suggestions.len()).map(Field::Suggestion))
+                            .filter(|fl| fl != field)
+                            .filter_map(|fl| field_text(&f, fl).map(String::from)),
+                    )
+                    .collect();
+                let others_ref: Vec<&str> = others.iter().map(String::as_str).collect();
+                let new_reasons = new.as_ref().map(|n| gate.check_sentence(&ctx, f.category, n, &others_ref));
+                match (new, new_reasons) {
+                    (Some(n), Some(r)) if r.is_empty() => set_field(&mut f, *field, n),
+                    (n, r) => {
+                        counts.replaced += 1;
+                        let mut texts = vec![old];
+                        let mut all = reasons.clone();
+                        if let (Some(n), Some(r)) = (n, r) {
+                            texts.push(n);
+                            all.extend(r.into_iter().map(|x| format!("re-asked: {x}")));
+                        } else {
+                            all.push("re-asked: no valid answer".into());
+                        }
+                        replaced.push(ReplacedSentence { category: f.category, field: field.label(), texts, reasons: all });
+                        let text = match field {
+                            Field::Claim => expert.claim.clone(),
+                            Field::Explanation => expert.explanation.clone(),
+                            Field::Suggestion(_) => expert.suggestion.clone(),
+                        };
+                        set_field(&mut f, *field, text);
+                        if let Some(w) = writers.iter_mut().find(|w| w.0 == *field) {
+                            w.1 = Writer::Expert;
+                        }
+                    }
+                }
+            }
+        }
+        // The expert suggestion once, not as several replaced suggestions.
+        let mut keep = Vec::new();
+        let mut sug_writers = Vec::new();
+        for (i, s) in f.suggestions.iter().enumerate() {
+            let w = writers.iter().find(|w| w.0 == Field::Suggestion(i)).map(|w| w.1).unwrap_or(Writer::Expert);
+            if !keep.contains(s) {
+                keep.push(s.clone());
+                sug_writers.push(w);
+            }
+        }
+        f.suggestions = keep;
+        let writer_of = |fl: Field| writers.iter().find(|w| w.0 == fl).map(|w| w.1).unwrap_or(Writer::Expert);
+        let text_origin = TextOrigin { claim: writer_of(Field::Claim), explanation: writer_of(Field::Explanation), suggestions: sug_writers };
+        let model_sentences = [text_origin.claim, text_origin.explanation].iter().chain(&text_origin.suggestions).filter(|w| **w != Writer::Expert).count();
+        counts.shown += model_sentences;
+        if model_sentences == 0 {
+            origin = Origin::Rules;
+        }
+        earlier.push(f.claim.clone());
+        earlier.push(f.explanation.clone());
+        earlier.extend(f.suggestions.iter().cloned());
+        let mut s = shown_llm(la, f, origin, lines);
+        s.text_origin = Some(text_origin);
+        shown.push(s);
+    }
+    stats.llm_findings_shown += shown.iter().filter(|s| s.origin != Origin::Rules).count();
     stats.llm_findings_dropped += dropped.len();
+    stats.prose.add(&counts);
     // The rule layer fills every gap the model left, marked as such.
     for r in &la.findings {
         if !shown.iter().any(|s| s.finding.category == r.category) {
@@ -559,13 +836,25 @@ fn explain_with_model(
     // Most important first: the rule layer's order of categories.
     let order = |c: rules::Category| la.findings.iter().position(|r| r.category == c).unwrap_or(usize::MAX);
     shown.sort_by_key(|s| order(s.finding.category));
-    Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped })
+    Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped, prose: counts, replaced })
+}
+
+fn set_field(f: &mut Finding, field: Field, text: String) {
+    match field {
+        Field::Claim => f.claim = text,
+        Field::Explanation => f.explanation = text,
+        Field::Suggestion(i) => {
+            if let Some(s) = f.suggestions.get_mut(i) {
+                *s = text;
+            }
+        }
+    }
 }
 
 fn shown_llm(la: &LaunchAnalysis, f: Finding, origin: Origin, lines: &[SourceLine]) -> ShownFinding {
     let speedup = la.findings.iter().find(|r| r.category == f.category).and_then(|r| r.estimated_speedup_pct);
     let source_lines = source::lines_for(f.category, lines);
-    ShownFinding { origin, finding: f, estimated_speedup_pct: speedup, source_lines }
+    ShownFinding { origin, text_origin: None, finding: f, estimated_speedup_pct: speedup, source_lines }
 }
 
 fn placeholder() -> Finding {
@@ -587,4 +876,33 @@ pub fn analyse(p: &Profile) -> analysis::FileAnalysis {
 /// Errors of files that could not be read, for reports.
 pub fn file_error(path: PathBuf, message: String) -> FileError {
     FileError { path, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openings_stop_at_numbers_and_punctuation() {
+        assert_eq!(opening("Global loads are uncoalesced: 4 of 32 bytes.", 3), "Global loads are");
+        assert_eq!(opening("Memory-bound: DRAM is at 64.5% of peak.", 3), "");
+        assert_eq!(opening("The grid has 96 blocks for 132 SMs.", 3), "The grid has");
+        assert_eq!(opening("Make consecutive, aligned accesses.", 3), "Make consecutive");
+        assert_eq!(opening("12.5% of branch targets diverge.", 3), "");
+    }
+
+    #[test]
+    fn expert_text_splits_into_sentences() {
+        let s = sentences("The memory system moves whole 32-byte sectors; most of them carry no useful bytes. That traffic competes for DRAM.");
+        assert_eq!(
+            s,
+            vec![
+                "The memory system moves whole 32-byte sectors.".to_string(),
+                "Most of them carry no useful bytes.".to_string(),
+                "That traffic competes for DRAM.".to_string()
+            ]
+        );
+        // A decimal point is not a sentence end.
+        assert_eq!(sentences("Warps use 12.5 of 32 lanes on average.").len(), 1);
+    }
 }

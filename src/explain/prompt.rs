@@ -10,10 +10,12 @@ use serde_json::json;
 const SYSTEM: &str = include_str!("../../prompts/system.jinja");
 const KERNEL: &str = include_str!("../../prompts/kernel.jinja");
 const REPAIR: &str = include_str!("../../prompts/repair.jinja");
+const PROSE_REPAIR: &str = include_str!("../../prompts/prose-repair.jinja");
+const CHOOSE: &str = include_str!("../../prompts/choose.jinja");
 
-/// sha256 of the prompt templates (part of every cache key).
+/// sha256 of the prompt templates and the prose gate's files (part of every cache key).
 pub fn templates_sha256() -> String {
-    crate::cache::sha256_hex(format!("{SYSTEM}\0{KERNEL}\0{REPAIR}").as_bytes())
+    crate::cache::sha256_hex(format!("{SYSTEM}\0{KERNEL}\0{REPAIR}\0{PROSE_REPAIR}\0{CHOOSE}\0{}", crate::prose::files_sha256()).as_bytes())
 }
 
 fn env() -> Environment<'static> {
@@ -23,8 +25,21 @@ fn env() -> Environment<'static> {
     env
 }
 
-pub fn system() -> Result<String, minijinja::Error> {
-    env().render_str(SYSTEM, ())
+/// The system prompt; `mode` is the prose mode (`free`, `guided`, `choose`): the latter two carry a
+/// worked example.
+pub fn system(mode: &str) -> Result<String, minijinja::Error> {
+    env().render_str(SYSTEM, json!({ "mode": mode }))
+}
+
+/// The re-ask after sentences failed the prose gate: `fails` are (field, text, reasons).
+pub fn prose_repair(category: &str, topic: &[String], fails: &[(String, String, Vec<String>)]) -> Result<String, minijinja::Error> {
+    let fails: Vec<_> = fails.iter().map(|(f, t, r)| json!({"field": f, "text": t, "reasons": r})).collect();
+    env().render_str(PROSE_REPAIR, json!({ "category": category, "topic": topic.iter().take(8).collect::<Vec<_>>(), "fails": fails }))
+}
+
+/// One stall cause `--prose choose` offers (`prompts/choose.jinja`).
+pub fn stall_cause(reason: &str, hint: &str) -> Result<String, minijinja::Error> {
+    Ok(env().render_str(CHOOSE, json!({ "reason": reason, "hint": hint }))?.trim().to_string())
 }
 
 /// The user message for one kernel.

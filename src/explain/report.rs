@@ -41,9 +41,61 @@ pub enum Origin {
     Rules,
 }
 
+/// Who wrote one sentence of a shown finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Writer {
+    /// The model wrote it, and it passed the validator and the prose gate.
+    Model,
+    /// The model chose it from expert-written sentences the facts support (`--prose choose`).
+    ModelChosen,
+    /// The expert text of the rule layer (`expert/findings.toml`).
+    Expert,
+}
+
+/// Who wrote each sentence of a shown finding (model findings only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextOrigin {
+    pub claim: Writer,
+    pub explanation: Writer,
+    pub suggestions: Vec<Writer>,
+}
+
+/// Model sentences shown, re-asked and replaced. Every sentence the model wrote is either shown or
+/// replaced (by the expert text, after a failed re-ask, or with its whole finding when the finding
+/// failed validation); re-asked counts those that needed a second, constrained try.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProseCounts {
+    pub shown: usize,
+    pub reasked: usize,
+    pub replaced: usize,
+}
+
+impl ProseCounts {
+    pub fn add(&mut self, o: &ProseCounts) {
+        self.shown += o.shown;
+        self.reasked += o.reasked;
+        self.replaced += o.replaced;
+    }
+}
+
+/// A model sentence the prose gate kept from the reader, and why (shown only with `--verbose`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplacedSentence {
+    pub category: Category,
+    /// "claim", "explanation" or "suggestion N".
+    pub field: String,
+    /// The model's sentence, then its re-asked version when there was one.
+    pub texts: Vec<String>,
+    pub reasons: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShownFinding {
     pub origin: Origin,
+    /// Who wrote each sentence; null for a rule finding (all expert text).
+    #[serde(default)]
+    pub text_origin: Option<TextOrigin>,
     #[serde(flatten)]
     pub finding: Finding,
     /// Upper-bound estimated speedup from the rule layer for this category, percent.
@@ -101,6 +153,10 @@ pub struct KernelExplanation {
     /// Findings shown to the user, validated, most important first.
     pub findings: Vec<ShownFinding>,
     pub dropped: Vec<DroppedFinding>,
+    /// Model sentences shown, re-asked and replaced for this kernel.
+    pub prose: ProseCounts,
+    /// The model sentences the prose gate replaced (emptied unless `--verbose`).
+    pub replaced: Vec<ReplacedSentence>,
     /// One-line verdict (the primary finding's category and claim).
     pub verdict: String,
     /// Upper-bound gain on the whole profile if the primary problem is fixed, in ns.
@@ -117,6 +173,10 @@ pub struct CachedFindings {
     pub findings: Vec<ShownFinding>,
     pub dropped: Vec<DroppedFinding>,
     pub verdict: String,
+    #[serde(default)]
+    pub prose: ProseCounts,
+    #[serde(default)]
+    pub replaced: Vec<ReplacedSentence>,
 }
 
 /// The whole `keet explain` output.
@@ -140,4 +200,23 @@ pub struct ExplainReport {
     /// Every group of identical launches in the inputs (what `keet merge` ranks shards by).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<crate::batch::BatchTable>,
+    /// How model prose was written (`free`, `guided`, `choose`); absent without a model.
+    pub prose_mode: Option<String>,
+    /// Model sentences shown, re-asked and replaced, over all kernels.
+    pub prose: ProseCounts,
+}
+
+impl ExplainReport {
+    /// Removes the text of dropped findings and replaced sentences (counts stay): what a report
+    /// shows without `--verbose`.
+    pub fn hide_dropped_text(&mut self) {
+        for k in &mut self.kernels {
+            k.replaced.clear();
+            for d in &mut k.dropped {
+                d.finding.claim.clear();
+                d.finding.explanation.clear();
+                d.finding.suggestions.clear();
+            }
+        }
+    }
 }

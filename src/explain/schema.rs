@@ -76,8 +76,45 @@ const fn max_chars(words: usize) -> usize {
     words * 27 + 1
 }
 
+/// Which free-text field of a finding a text schema is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextField {
+    Claim,
+    Explanation,
+    Suggestion,
+}
+
+/// The default text schema of a field: a free sentence of bounded length.
+pub fn free_text(field: TextField) -> Value {
+    match field {
+        TextField::Claim => text(4, CLAIM_MAX_WORDS),
+        TextField::Explanation => text(6, EXPLANATION_MAX_WORDS),
+        TextField::Suggestion => text(4, SUGGESTION_MAX_WORDS),
+    }
+}
+
+/// A sentence that starts with `opening` (plain words, already capitalised) and goes on for
+/// `min_words..=max_words` more words.
+pub fn opening_text(opening: &str, min_words: usize, max_words: usize) -> Value {
+    let words: Vec<&str> = opening.split_whitespace().collect();
+    if words.is_empty() || !words.iter().all(|w| w.chars().all(|c| c.is_ascii_alphabetic())) {
+        return text(min_words.max(1) + 1, max_words + 1);
+    }
+    json!({ "type": "string", "pattern": format!("^{}( {WORD}[,;]?){{{},{}}}[.]$", words.join(" "), min_words, max_words) })
+}
+
+/// One of the given sentences.
+pub fn choice_text(options: &[String]) -> Value {
+    json!({ "type": "string", "enum": options })
+}
+
 /// The schema for one launch; `None` when the rule layer found nothing citable to explain.
 pub fn findings_schema(ctx: &Context, max_findings: usize) -> Option<Value> {
+    findings_schema_with(ctx, max_findings, |_, f| free_text(f))
+}
+
+/// The schema for one launch with the text of each category's fields given by `text_of`.
+pub fn findings_schema_with(ctx: &Context, max_findings: usize, text_of: impl Fn(crate::rules::Category, TextField) -> Value) -> Option<Value> {
     let mut alternatives = Vec::new();
     let mut seen = Vec::new();
     for r in ctx.rules {
@@ -109,10 +146,10 @@ pub fn findings_schema(ctx: &Context, max_findings: usize) -> Option<Value> {
             "properties": {
                 "category": { "const": r.category.as_str() },
                 "severity": { "const": serde_json::to_value(r.severity).expect("severity serialises") },
-                "claim": text(4, CLAIM_MAX_WORDS),
+                "claim": text_of(r.category, TextField::Claim),
                 "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len()) },
-                "explanation": text(6, EXPLANATION_MAX_WORDS),
-                "suggestions": { "type": "array", "items": text(4, SUGGESTION_MAX_WORDS), "minItems": 1, "maxItems": MAX_SUGGESTIONS },
+                "explanation": text_of(r.category, TextField::Explanation),
+                "suggestions": { "type": "array", "items": text_of(r.category, TextField::Suggestion), "minItems": 1, "maxItems": MAX_SUGGESTIONS },
             },
             "required": ["category", "severity", "claim", "evidence", "explanation", "suggestions"],
             "additionalProperties": false

@@ -1,0 +1,444 @@
+//! The prose gate: every sentence the model writes (claim, explanation, each suggestion) passes it
+//! before a reader sees it.
+//!
+//! A sentence passes when
+//! 1. every word is an English word (the SCOWL size-35 list in `data/words/`, public domain / permissive,
+//!    see `data/words/SCOWL-COPYRIGHT`) or a GPU/CUDA term (`prompts/glossary.txt`), or a number, a
+//!    metric name or a fact key of the launch (the tokens the validator already checks); no word is
+//!    stuttered ("urn urns");
+//! 2. it is on its finding's topic: it shares a word with the category's topic vocabulary
+//!    (`prompts/prose-gate.toml`), the rule layer's claim for that category, or the labels of the facts
+//!    that category rests on;
+//! 3. it does not talk about keet, the report or anyone's team ("rule layer", "this finding", "JSON",
+//!    "our team", "the model");
+//! 4. it does not repeat the claim or another sentence;
+//! 5. it does not contradict the facts (the validator's contradiction checks, plus the regime phrases of
+//!    `prompts/prose-gate.toml`, such as "not memory bound" on a memory-bound kernel).
+//!
+//! [`Gate::check_sentence`] returns every reason a sentence fails; the explain stage re-asks once
+//! with those reasons and otherwise shows the expert text instead.
+
+use crate::explain::report::Finding;
+use crate::facts::BoundKind;
+use crate::rules::Category;
+use crate::validate::Context;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::OnceLock;
+
+/// English words, one per line, lower case (SCOWL size 35 via Debian's `wamerican-small`).
+pub const WORDS: &str = include_str!("../data/words/scowl-35-en.txt");
+/// GPU/CUDA terms, one per line (`#` comments).
+pub const GLOSSARY: &str = include_str!("../prompts/glossary.txt");
+/// Topic vocabulary, self-reference phrases and regime contradictions.
+pub const CONFIG: &str = include_str!("../prompts/prose-gate.toml");
+
+/// The gate's files failed to parse.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("prompts/prose-gate.toml: {0}")]
+    Config(#[from] toml::de::Error),
+    #[error("prompts/prose-gate.toml: unknown category {0:?} in [topics]")]
+    UnknownCategory(String),
+    #[error("prompts/prose-gate.toml: unknown regime {0:?}")]
+    UnknownRegime(String),
+}
+
+/// Which sentence of a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "field", content = "index")]
+pub enum Field {
+    Claim,
+    Explanation,
+    Suggestion(usize),
+}
+
+impl Field {
+    pub fn label(self) -> String {
+        match self {
+            Field::Claim => "claim".into(),
+            Field::Explanation => "explanation".into(),
+            Field::Suggestion(i) => format!("suggestion {}", i + 1),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Contradiction {
+    phrase: String,
+    regimes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Config {
+    generic: Vec<String>,
+    self_reference: Vec<String>,
+    number_words: Vec<String>,
+    no_final_words: Vec<String>,
+    contradiction: Vec<Contradiction>,
+    topics: BTreeMap<String, Vec<String>>,
+}
+
+/// The loaded gate: word lists and vocabulary.
+pub struct Gate {
+    words: HashSet<&'static str>,
+    glossary: HashSet<String>,
+    generic: HashSet<String>,
+    self_reference: Vec<Vec<String>>,
+    number_words: HashSet<String>,
+    no_final_words: HashSet<String>,
+    contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
+    topics: BTreeMap<Category, Vec<String>>,
+}
+
+fn regime(s: &str) -> Result<BoundKind, GateError> {
+    Ok(match s {
+        "compute" => BoundKind::Compute,
+        "memory" => BoundKind::Memory,
+        "latency" => BoundKind::Latency,
+        "grid_too_small" => BoundKind::GridTooSmall,
+        "launch" => BoundKind::Launch,
+        other => return Err(GateError::UnknownRegime(other.into())),
+    })
+}
+
+/// Lower-case words of `s` (letters, digits, `_`, `'`, `-` kept inside a word).
+fn words_of(s: &str) -> Vec<String> {
+    s.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '\'' | '-')))
+        .map(|w| w.trim_matches(|c: char| matches!(c, '\'' | '-')).to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Letters-only words (hyphenated words split), lower case.
+fn plain_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+impl Gate {
+    /// Builds a gate from the texts of the word list, the glossary and the configuration.
+    pub fn from_sources(words: &'static str, glossary: &str, config: &str) -> Result<Gate, GateError> {
+        let cfg: Config = toml::from_str(config)?;
+        let mut topics = BTreeMap::new();
+        for (k, v) in cfg.topics {
+            let c = Category::parse(&k).ok_or_else(|| GateError::UnknownCategory(k.clone()))?;
+            topics.insert(c, v);
+        }
+        let mut contradictions = Vec::new();
+        for c in cfg.contradiction {
+            let regimes = c.regimes.iter().map(|r| regime(r)).collect::<Result<Vec<_>, _>>()?;
+            contradictions.push((words_of(&c.phrase), regimes));
+        }
+        Ok(Gate {
+            words: words.lines().map(str::trim).filter(|l| !l.is_empty()).collect(),
+            glossary: glossary
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_lowercase)
+                .collect(),
+            generic: cfg.generic.into_iter().collect(),
+            number_words: cfg.number_words.into_iter().collect(),
+            no_final_words: cfg.no_final_words.into_iter().collect(),
+            self_reference: cfg.self_reference.iter().map(|p| words_of(p)).collect(),
+            contradictions,
+            topics,
+        })
+    }
+
+    fn is_term(&self, w: &str) -> bool {
+        if self.glossary.contains(w) {
+            return true;
+        }
+        // Plural and verb forms of glossary terms.
+        ["s", "es", "ed", "d", "ing"].iter().any(|suf| w.strip_suffix(suf).is_some_and(|b| b.len() >= 2 && self.glossary.contains(b)))
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        self.words.contains(w) || self.is_term(w)
+    }
+
+    /// Is `token` (one whitespace-separated token, punctuation stripped, original case) acceptable?
+    fn token_ok(&self, ctx: &Context, token: &str) -> bool {
+        if ctx.launch.metrics.contains_key(token) || ctx.facts.get(token).is_some() {
+            return true;
+        }
+        let lower = token.to_lowercase();
+        if self.is_term(lower.trim_end_matches("()")) {
+            return true;
+        }
+        // A number, possibly with a unit or suffix glued to it ("4x", "32B", "12.5%", "1,024").
+        if lower.starts_with(|c: char| c.is_ascii_digit()) {
+            let unit = lower.trim_start_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | ','));
+            return unit.is_empty() || self.is_word(unit) || is_unit(unit);
+        }
+        // Contractions and possessives.
+        let base = ["n't", "'s", "s'", "'re", "'ll", "'ve", "'d"]
+            .iter()
+            .find_map(|s| lower.strip_suffix(s))
+            .map(|b| if lower.ends_with("n't") && b == "ca" { "can" } else if lower.ends_with("n't") && b == "wo" { "will" } else { b })
+            .unwrap_or(&lower);
+        if base.contains('\'') {
+            return false;
+        }
+        // Hyphenated compounds: each part is a word.
+        base.split('-').all(|p| !p.is_empty() && (self.is_word(p) || p.chars().all(|c| c.is_ascii_digit())))
+    }
+
+    /// The topic vocabulary of `category` for this launch: the table's words, the content words of the
+    /// rule layer's claim for that category, and the labels of the facts it rests on.
+    pub fn topic_words(&self, ctx: &Context, category: Category) -> Vec<String> {
+        let mut v: Vec<String> = self.topics.get(&category).cloned().unwrap_or_default();
+        for r in ctx.rules.iter().filter(|r| r.category == category) {
+            let mut text = r.claim.clone();
+            for key in &r.facts {
+                if let Some(f) = ctx.facts.get(key) {
+                    text.push(' ');
+                    text.push_str(f.label);
+                }
+            }
+            for w in plain_words(&text) {
+                if w.len() >= 4 && !self.generic.contains(&w) && !v.contains(&w) {
+                    v.push(w);
+                }
+            }
+        }
+        v
+    }
+
+    fn on_topic(&self, topic: &[String], text: &str) -> bool {
+        plain_words(text).iter().filter(|w| !self.generic.contains(*w)).any(|w| {
+            topic.iter().any(|t| match t.len() {
+                0 => false,
+                1..=3 => w == t || w.strip_suffix('s') == Some(t.as_str()),
+                4 => w.starts_with(t.as_str()),
+                n => {
+                    // A rule-claim word matches its inflections ("loads" ~ "load"); a table stem anywhere ("coalesc" in "uncoalesced").
+                    w.contains(t.as_str()) || (n >= 6 && w.starts_with(&t[..n - 2]))
+                }
+            })
+        })
+    }
+
+    /// Every reason `text` (one sentence of a finding of `category`) fails the gate; empty when it passes.
+    /// `others` are the sentences it may not repeat (the claim, the other sentences of its kernel).
+    pub fn check_sentence(&self, ctx: &Context, category: Category, text: &str, others: &[&str]) -> Vec<String> {
+        let mut reasons = Vec::new();
+        let tokens: Vec<&str> = text
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | '(' | ')' | '"' | '`' | '[' | ']')))
+            .filter(|t| !t.is_empty())
+            .collect();
+        if tokens.len() < 3 {
+            reasons.push("it is not a sentence (fewer than three words)".into());
+        }
+        let unknown: Vec<&str> = tokens.iter().copied().filter(|t| !self.token_ok(ctx, t)).collect();
+        if !unknown.is_empty() {
+            reasons.push(format!("it uses words that are not English or GPU terms: {}", unknown.join(", ")));
+        }
+        let plain = plain_words(text);
+        let spelled: Vec<&str> = plain.iter().map(String::as_str).filter(|w| self.number_words.contains(*w)).collect();
+        if !spelled.is_empty() {
+            reasons.push(format!("it writes numbers in words ({}); numbers belong in the evidence", spelled.join(", ")));
+        }
+        if plain.last().is_some_and(|w| self.no_final_words.contains(w)) || text.contains(",.") || text.contains(";.") || text.contains(", .") {
+            reasons.push("it ends mid-sentence".into());
+        }
+        for pair in plain.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.len() >= 3 && b.len() >= 3 && (a == b || b.strip_suffix('s') == Some(a) || a.strip_suffix('s') == Some(b)) {
+                reasons.push(format!("it stutters (\"{a} {b}\")"));
+                break;
+            }
+        }
+        let words = words_of(text);
+        for phrase in &self.self_reference {
+            if contains_phrase(&words, phrase) {
+                reasons.push(format!("it talks about keet or its readers (\"{}\") instead of the kernel", phrase.join(" ")));
+            }
+        }
+        if !self.on_topic(&self.topic_words(ctx, category), text) {
+            let table = self.topics.get(&category).map(|t| t.iter().take(6).cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+            reasons.push(format!("it is not about {} (use words like: {table})", category.as_str()));
+        }
+        let own = content_set(text);
+        for o in others {
+            let other = content_set(o);
+            if !own.is_empty() && jaccard(&own, &other) >= 0.7 {
+                reasons.push(format!("it repeats another sentence (\"{}\")", trunc(o, 60)));
+                break;
+            }
+        }
+        reasons.extend(crate::validate::contradicting_words(ctx, text));
+        if let Some(b) = ctx.facts.bound.as_ref().map(|b| b.kind) {
+            for (phrase, regimes) in &self.contradictions {
+                if regimes.contains(&b) && contains_phrase(&words_of(&text.replace('-', " ")), phrase) {
+                    reasons.push(format!("it says \"{}\", but the facts say the kernel is {}", phrase.join(" "), crate::validate::bound_name(Some(b))));
+                }
+            }
+        }
+        reasons
+    }
+
+    /// The failing sentences of a model finding, each with its reasons. `earlier` are sentences
+    /// already shown for this kernel (it may not repeat them).
+    pub fn check_finding(&self, ctx: &Context, f: &Finding, earlier: &[String]) -> Vec<(Field, Vec<String>)> {
+        let mut out = Vec::new();
+        let mut seen: Vec<String> = earlier.to_vec();
+        let mut check = |field: Field, text: &str, seen: &mut Vec<String>| {
+            let others: Vec<&str> = seen.iter().map(String::as_str).collect();
+            let r = self.check_sentence(ctx, f.category, text, &others);
+            if !r.is_empty() {
+                out.push((field, r));
+            }
+            seen.push(text.to_string());
+        };
+        check(Field::Claim, &f.claim, &mut seen);
+        check(Field::Explanation, &f.explanation, &mut seen);
+        for (i, s) in f.suggestions.iter().enumerate() {
+            check(Field::Suggestion(i), s, &mut seen);
+        }
+        out
+    }
+}
+
+fn is_unit(u: &str) -> bool {
+    matches!(
+        u,
+        "%" | "x" | "b" | "kb" | "mb" | "gb" | "tb" | "kib" | "mib" | "gib" | "ns" | "us" | "µs" | "ms" | "s" | "k" | "m" | "g" | "th" | "st" | "nd" | "rd"
+    ) || u.ends_with("/s")
+}
+
+fn contains_phrase(words: &[String], phrase: &[String]) -> bool {
+    !phrase.is_empty() && words.windows(phrase.len()).any(|w| w == phrase)
+}
+
+/// Content words of a sentence (three letters or more), for repetition.
+fn content_set(s: &str) -> HashSet<String> {
+    plain_words(s).into_iter().filter(|w| w.len() >= 3 && !matches!(w.as_str(), "the" | "and" | "for" | "are" | "was" | "its" | "this" | "that")).collect()
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let inter = a.intersection(b).count() as f64;
+    let union = a.union(b).count() as f64;
+    if union == 0.0 {
+        0.0
+    } else {
+        inter / union
+    }
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(n).collect::<String>())
+    }
+}
+
+/// The gate built from the files bundled with keet.
+pub fn gate() -> &'static Gate {
+    static G: OnceLock<Gate> = OnceLock::new();
+    G.get_or_init(|| Gate::from_sources(WORDS, GLOSSARY, CONFIG).expect("the bundled prose-gate files parse (checked by a unit test)"))
+}
+
+/// sha256 of the gate's files (part of the cache key: a changed gate recomputes analyses).
+pub fn files_sha256() -> String {
+    crate::cache::sha256_hex(format!("{GLOSSARY}\0{CONFIG}\0{}", WORDS.len()).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Launch, Metric, MetricValue, Unit};
+
+    fn launch() -> Launch {
+        let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([4096, 1, 1]), ..Default::default() };
+        for (n, v, u, raw, ru) in [
+            ("gpu__time_duration.sum", 10776576.0, Unit::Nanoseconds, "10,776,576", "nsecond"),
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, Unit::Percent, "12.50", "%"),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
+            ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, Unit::None, "4", ""),
+        ] {
+            l.metrics.insert(
+                n.into(),
+                Metric { value: MetricValue::Number(v), unit: &u, raw_value: raw, raw_unit: ru, label: None, section: None, origin: Default::default() },
+            );
+        }
+        l
+    }
+
+    fn with_ctx(f: impl FnOnce(&Context)) {
+        let l = launch();
+        let facts = crate::facts::derive(&l);
+        let rules = crate::rules::evaluate(&facts);
+        f(&Context { launch: &l, facts: &facts, rules: &rules });
+    }
+
+    fn reasons(cat: Category, s: &str) -> Vec<String> {
+        let mut out = vec![];
+        with_ctx(|ctx| out = gate().check_sentence(ctx, cat, s, &[]));
+        out
+    }
+
+    #[test]
+    fn bundled_files_parse() {
+        let g = Gate::from_sources(WORDS, GLOSSARY, CONFIG).unwrap();
+        assert!(g.words.len() > 30_000);
+        for c in Category::ALL {
+            assert!(g.topics.contains_key(&c), "no topic words for {}", c.as_str());
+        }
+    }
+
+    #[test]
+    fn good_sentences_pass() {
+        for (c, s) in [
+            (Category::MemoryCoalescing, "Global loads use a small part of each sector, so most bytes moved are wasted."),
+            (Category::MemoryCoalescing, "Make consecutive threads read consecutive addresses, for example with float4 loads."),
+            (Category::MemoryBound, "DRAM bandwidth is nearly saturated, so the kernel waits on memory traffic."),
+            (Category::MemoryBound, "The kernel's loads can't be served faster than the DRAM allows."),
+            (Category::MemoryBound, "Memory throughput is 88.1% of peak."),
+        ] {
+            assert_eq!(reasons(c, s), Vec::<String>::new(), "{s}");
+        }
+    }
+
+    #[test]
+    fn nonsense_is_caught() {
+        let r = reasons(Category::MemoryBound, "Memory throughput is iax.");
+        assert!(r.iter().any(|r| r.contains("iax")), "{r:?}");
+        let r = reasons(Category::OccupancyOther, "Theoretical occupancy is urn urns of memory.");
+        assert!(r.iter().any(|r| r.contains("stutters")), "{r:?}");
+        let r = reasons(Category::GridTooSmall, "The grid has nine blocks for thirteen million bytes per square block, so it is,.");
+        assert!(r.iter().any(|r| r.contains("numbers in words")), "{r:?}");
+        assert!(r.iter().any(|r| r.contains("mid-sentence")), "{r:?}");
+    }
+
+    #[test]
+    fn off_topic_and_self_reference_are_caught() {
+        let r = reasons(Category::MemoryCoalescing, "Moviegoers are more likely to use the internet than people who don't have a smartphone.");
+        assert!(r.iter().any(|r| r.contains("not English")), "{r:?}");
+        assert!(r.iter().any(|r| r.contains("not about memory-coalescing")), "{r:?}");
+        let r = reasons(Category::GridTooSmall, "This affects our team.");
+        assert!(r.iter().any(|r| r.contains("talks about")), "{r:?}");
+        let r = reasons(Category::GridTooSmall, "Lets talk about the kernel that was found to be too small.");
+        assert!(r.iter().any(|r| r.contains("talks about")), "{r:?}");
+        let r = reasons(Category::MemoryBound, "The rule layer says memory bandwidth is the limit in this finding.");
+        assert!(r.iter().any(|r| r.contains("rule layer")), "{r:?}");
+    }
+
+    #[test]
+    fn repeats_and_contradictions_are_caught() {
+        with_ctx(|ctx| {
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "DRAM bandwidth is saturated by the loads.", &["The loads saturate DRAM bandwidth."]);
+            assert!(r.is_empty(), "a paraphrase is not a repeat: {r:?}");
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "DRAM bandwidth is saturated by loads.", &["DRAM bandwidth is saturated by the loads."]);
+            assert!(r.iter().any(|r| r.contains("repeats")), "{r:?}");
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is not memory bound, its DRAM traffic is fine.", &[]);
+            assert!(r.iter().any(|r| r.contains("not memory bound")), "{r:?}");
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is compute bound, not limited by memory.", &[]);
+            assert!(r.iter().any(|r| r.contains("compute bound")), "{r:?}");
+        });
+    }
+}
