@@ -241,9 +241,10 @@ impl LaunchSummary {
     }
 }
 
-/// What one file contributes (its profile is dropped once this is made).
+/// What one file contributes (its profile is dropped once this is made); a file cut off mid-write
+/// gives its complete launches and the error.
 enum FileSummary {
-    Launches(SourceKind, Vec<LaunchSummary>),
+    Launches(SourceKind, Vec<LaunchSummary>, Option<String>),
     Error(String),
 }
 
@@ -284,9 +285,10 @@ fn summarise(p: &std::path::Path, budget: &Budget) -> FileSummary {
 }
 
 fn summarise_now(p: &std::path::Path) -> FileSummary {
-    match crate::profile::read_path(p) {
-        Ok(prof) => FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect()),
-        Err(e) => FileSummary::Error(e.to_string()),
+    // A file cut off mid-write keeps its complete launches, and its error is reported too.
+    match crate::profile::salvage(crate::profile::read_path(p)) {
+        (Some(prof), err) => FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect(), err.map(|e| e.to_string())),
+        (None, err) => FileSummary::Error(err.map(|e| e.to_string()).unwrap_or_else(|| "unreadable".into())),
     }
 }
 
@@ -428,7 +430,12 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
         };
         for (p, s) in part.iter().zip(sums) {
             match s {
-                FileSummary::Launches(kind, launches) => table.add(p.clone(), kind, launches),
+                FileSummary::Launches(kind, launches, err) => {
+                    table.add(p.clone(), kind, launches);
+                    if let Some(message) = err {
+                        errors.push(FileError { path: p.clone(), message });
+                    }
+                }
                 FileSummary::Error(message) => errors.push(FileError { path: p.clone(), message }),
             }
         }
@@ -461,7 +468,14 @@ pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Launch>, R
     }
     let read = |fi: u32, kernel: &str| {
         let path = &table.files[fi as usize];
-        crate::profile::read_path(path).map_err(|e| RepError::Reread { path: path.clone(), kernel: kernel.to_string(), message: e.to_string() })
+        match crate::profile::salvage(crate::profile::read_path(path)) {
+            (Some(p), _) => Ok(p),
+            (None, e) => Err(RepError::Reread {
+                path: path.clone(),
+                kernel: kernel.to_string(),
+                message: e.map(|e| e.to_string()).unwrap_or_default(),
+            }),
+        }
     };
     let mut slots: Vec<Option<Launch>> = vec![None; entries.len()];
     for (fi, positions) in by_file {

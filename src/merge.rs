@@ -259,8 +259,16 @@ fn combine(a: &mut GroupEntry, b: GroupEntry) {
     a.total_duration_ns.merge(&b.total_duration_ns);
     a.first_seen = a.first_seen.min(b.first_seen);
     // The first of the longest: one pass keeps a later launch only when strictly longer.
-    let (early, late) = if [b.rep.file, b.rep.index] < [a.rep.file, a.rep.index] { (b.rep, a.rep) } else { (a.rep, b.rep) };
-    a.rep = if late.duration_ns > early.duration_ns { late } else { early };
+    // The representative's diagnosis in brief goes with it.
+    let b_first = [b.rep.file, b.rep.index] < [a.rep.file, a.rep.index];
+    let (early, late) = if b_first { (b.rep, a.rep) } else { (a.rep, b.rep) };
+    let take_b = if late.duration_ns > early.duration_ns { !b_first } else { b_first };
+    if take_b {
+        a.rep = b.rep;
+        a.family = b.family;
+        a.primary = b.primary;
+        a.primary_gain_pct = b.primary_gain_pct;
+    }
     a.launch_refs.extend(b.launch_refs);
 }
 

@@ -57,7 +57,8 @@ fn details_page_facts_and_rules() {
     // LaunchConfiguration rules are kept beside them.
     let cats: Vec<&str> = l["findings"].as_array().unwrap().iter().map(|f| f["category"].as_str().unwrap()).collect();
     assert!(cats.contains(&"grid-too-small") && cats.contains(&"block-size"), "{cats:?}");
-    assert_eq!(l["facts"]["bound"]["kind"], "grid-too-small");
+    // A 1.95 us launch that fills no wave: launch-bound.
+    assert_eq!(l["facts"]["bound"]["kind"], "launch");
     let ncu: Vec<&str> = l["ncu_rules"].as_array().unwrap().iter().map(|r| r["rule"].as_str().unwrap()).collect();
     assert!(ncu.iter().any(|r| r.contains("LaunchConfiguration") || r.contains("LaunchStats")), "{ncu:?}");
     // Provenance: the duration fact names its raw metric and the value as written.

@@ -212,7 +212,7 @@ fn schema_rejects_a_wrong_document() {
     doc["kernels"][0]["findings"][0]["origin"] = "guess".into();
     assert!(!schema().is_valid(&doc));
     let mut doc = serde_json::to_value(&report).unwrap();
-    doc["schema"] = "keet.explain/2".into();
+    doc["schema"] = "keet.explain/3".into();
     assert!(!schema().is_valid(&doc));
 }
 

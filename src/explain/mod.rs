@@ -505,8 +505,6 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
 /// The verdict always comes from the diagnosis (the rule layer's primary finding), never from model text.
 fn verdict(la: &LaunchAnalysis) -> String {
     match la.findings.first() {
-        // The regime findings' claims name their category already ("Memory-bound: ...").
-        Some(f) if f.rule.starts_with("sol-") => f.claim.clone(),
         Some(f) => format!("{}: {}", f.category.as_str(), f.claim),
         None => format!("no problem found ({})", la.diagnosis.summary),
     }
@@ -814,12 +812,17 @@ fn explain_with_model(
         let text_origin = TextOrigin { claim: writer_of(Field::Claim), explanation: writer_of(Field::Explanation), suggestions: sug_writers };
         let model_sentences = [text_origin.claim, text_origin.explanation].iter().chain(&text_origin.suggestions).filter(|w| **w != Writer::Expert).count();
         counts.shown += model_sentences;
-        if model_sentences == 0 {
-            origin = Origin::Rules;
-        }
         earlier.push(f.claim.clone());
         earlier.push(f.explanation.clone());
         earlier.extend(f.suggestions.iter().cloned());
+        // Every sentence replaced: the rule finding as it is, with its own evidence.
+        if model_sentences == 0 {
+            if let Some(r) = la.findings.iter().find(|r| r.category == f.category) {
+                shown.push(from_rule(la, launch, r, lines));
+                continue;
+            }
+            origin = Origin::Rules;
+        }
         let mut s = shown_llm(la, f, origin, lines);
         s.text_origin = Some(text_origin);
         shown.push(s);
