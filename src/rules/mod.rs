@@ -1035,6 +1035,25 @@ mod tests {
     }
 
     #[test]
+    fn pipe_rules_explain_with_their_numbers() {
+        // Compute-bound on FP64, atomics contending, tensor pipe idle: every why names its numbers.
+        let l = launch(&[
+            ("gpu__time_duration.sum", 1e6),
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 85.0),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 30.0),
+            ("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active", 80.0),
+            ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 0.0),
+            ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 1e9),
+            ("lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed", 70.0),
+        ]);
+        let fs = evaluate(&derive(&l));
+        for (cat, num) in [(Category::Fp64, "80%"), (Category::TensorCoreUnused, "85%"), (Category::AtomicsContention, "70%")] {
+            let x = fs.iter().find(|x| x.category == cat).unwrap_or_else(|| panic!("{cat:?} in {fs:#?}"));
+            assert!(x.severity != Severity::Info && x.explanation.contains(num), "{cat:?}: {}", x.explanation);
+        }
+    }
+
+    #[test]
     fn finding_facts_exist() {
         let l = launch(&[
             ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
