@@ -350,24 +350,8 @@ pub fn files_sha256() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Launch, Metric, MetricValue, Unit};
 
-    fn launch() -> Launch {
-        let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([4096, 1, 1]), ..Default::default() };
-        for (n, v, u, raw, ru) in [
-            ("gpu__time_duration.sum", 10776576.0, Unit::Nanoseconds, "10,776,576", "nsecond"),
-            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, Unit::Percent, "12.50", "%"),
-            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
-            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, Unit::Percent, "88.10", "%"),
-            ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, Unit::None, "4", ""),
-        ] {
-            l.metrics.insert(
-                n.into(),
-                Metric { value: MetricValue::Number(v), unit: &u, raw_value: raw, raw_unit: ru, label: None, section: None, origin: Default::default() },
-            );
-        }
-        l
-    }
+    use crate::validate::tests::launch;
 
     fn with_ctx(f: impl FnOnce(&Context)) {
         let l = launch();

@@ -352,12 +352,13 @@ pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::profile::{Metric, MetricValue, Unit};
     use crate::rules::Severity;
 
-    fn launch() -> Launch {
+    /// A memory-bound launch with uncoalesced loads (also the prose gate's test launch).
+    pub(crate) fn launch() -> Launch {
         let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([4096, 1, 1]), ..Default::default() };
         for (n, v, u, raw, ru) in [
             ("gpu__time_duration.sum", 10776576.0, Unit::Nanoseconds, "10,776,576", "nsecond"),
