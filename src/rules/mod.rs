@@ -396,7 +396,8 @@ fn findings_into(b: &mut Builder) {
             ("global_load_bytes_per_sector", v(&f.global_load_bytes_per_sector), "loads use", "loads"),
             ("global_store_bytes_per_sector", v(&f.global_store_bytes_per_sector), "stores use", "stores"),
         ] {
-            if let Some(x) = val.filter(|x| *x < t::COALESCED_MIN_BYTES_PER_SECTOR) {
+            // Every direction whose waste alone reaches the reporting threshold is named.
+            if let Some(x) = val.filter(|x| *x < 32.0 * (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0)) {
                 facts.push(key);
                 parts.push(format!("{what} {} of 32 bytes per sector", fmt_num(x)));
                 dirs.push(dir);
@@ -418,6 +419,9 @@ fn findings_into(b: &mut Builder) {
             if f.get(k).is_some() && facts.iter().any(|x| x.starts_with(&k[..10])) {
                 facts.push(k);
             }
+        }
+        if parts.is_empty() {
+            parts.push(format!("{}% of the global sectors moved carry no useful bytes", fmt_num(waste)));
         }
         let dir = match dirs.as_slice() {
             ["loads"] => "loads",
@@ -506,8 +510,13 @@ fn findings_into(b: &mut Builder) {
     }
 
     // Occupancy limiter: by design for library, generated and warp-specialised kernels.
+    // Only when the grid could fill more blocks per SM than the limiter allows: otherwise the grid limits occupancy.
+    let grid_fills_limit = |lim: &crate::facts::OccupancyLimit| match (v(&f.grid_blocks), v(&f.sm_count)) {
+        (Some(g), Some(s)) => g > s * lim.blocks_per_sm.value,
+        _ => true,
+    };
     if let (Some(th), Some(lim)) = (v(&f.theoretical_occupancy_pct), &f.occupancy_limit) {
-        if th < t::LOW_THEORETICAL_OCCUPANCY_PCT {
+        if th < t::LOW_THEORETICAL_OCCUPANCY_PCT && grid_fills_limit(lim) {
             let (cat, variant) = match lim.limiter {
                 Limiter::Registers => (Category::OccupancyRegisters, "registers"),
                 Limiter::SharedMemory => (Category::OccupancySharedMemory, "shared"),
