@@ -77,6 +77,7 @@ struct Config {
     no_final_words: Vec<String>,
     contradiction: Vec<Contradiction>,
     topics: BTreeMap<String, Vec<String>>,
+    suggestion_verbs: Vec<String>,
 }
 
 /// The loaded gate: word lists and vocabulary.
@@ -89,6 +90,7 @@ pub struct Gate {
     no_final_words: HashSet<String>,
     contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
     topics: BTreeMap<Category, Vec<String>>,
+    suggestion_verbs: HashSet<String>,
 }
 
 fn regime(s: &str) -> Result<BoundKind, GateError> {
@@ -143,6 +145,7 @@ impl Gate {
             self_reference: cfg.self_reference.iter().map(|p| words_of(p)).collect(),
             contradictions,
             topics,
+            suggestion_verbs: cfg.suggestion_verbs.into_iter().collect(),
         })
     }
 
@@ -285,18 +288,23 @@ impl Gate {
     pub fn check_finding(&self, ctx: &Context, f: &Finding, earlier: &[String]) -> Vec<(Field, Vec<String>)> {
         let mut out = Vec::new();
         let mut seen: Vec<String> = earlier.to_vec();
-        let mut check = |field: Field, text: &str, seen: &mut Vec<String>| {
+        let mut check = |field: Field, text: &str, seen: &mut Vec<String>, extra: Option<String>| {
             let others: Vec<&str> = seen.iter().map(String::as_str).collect();
-            let r = self.check_sentence(ctx, f.category, text, &others);
+            let mut r = self.check_sentence(ctx, f.category, text, &others);
+            r.extend(extra);
             if !r.is_empty() {
                 out.push((field, r));
             }
             seen.push(text.to_string());
         };
-        check(Field::Claim, &f.claim, &mut seen);
-        check(Field::Explanation, &f.explanation, &mut seen);
+        check(Field::Claim, &f.claim, &mut seen, None);
+        check(Field::Explanation, &f.explanation, &mut seen, None);
         for (i, s) in f.suggestions.iter().enumerate() {
-            check(Field::Suggestion(i), s, &mut seen);
+            // A suggestion says what to do: it starts with an imperative verb.
+            let first = plain_words(s).into_iter().next().unwrap_or_default();
+            let verb = (!self.suggestion_verbs.contains(&first))
+                .then(|| format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
+            check(Field::Suggestion(i), s, &mut seen, verb);
         }
         out
     }
@@ -410,6 +418,24 @@ mod tests {
         assert!(r.iter().any(|r| r.contains("talks about")), "{r:?}");
         let r = reasons(Category::MemoryBound, "The rule layer says memory bandwidth is the limit in this finding.");
         assert!(r.iter().any(|r| r.contains("rule layer")), "{r:?}");
+    }
+
+    #[test]
+    fn suggestions_must_say_what_to_do() {
+        with_ctx(|ctx| {
+            let f = |s: &str| Finding {
+                category: Category::MemoryCoalescing,
+                severity: crate::rules::Severity::High,
+                claim: "Global loads are uncoalesced.".into(),
+                evidence: vec![],
+                explanation: String::new(),
+                suggestions: vec![s.into()],
+            };
+            let bad = gate().check_finding(ctx, &f("A GEMM that is designed to optimize memory access patterns."), &[]);
+            assert!(bad.iter().any(|(fl, r)| *fl == Field::Suggestion(0) && r.iter().any(|x| x.contains("what to do"))), "{bad:?}");
+            let good = gate().check_finding(ctx, &f("Make consecutive threads read consecutive addresses."), &[]);
+            assert!(!good.iter().any(|(fl, _)| *fl == Field::Suggestion(0)), "{good:?}");
+        });
     }
 
     #[test]
