@@ -283,28 +283,36 @@ impl Gate {
         reasons
     }
 
+    /// [`Gate::check_sentence`] plus what the field itself asks: a suggestion says what to do, so it
+    /// starts with an imperative verb.
+    pub fn check_field(&self, ctx: &Context, category: Category, field: Field, text: &str, others: &[&str]) -> Vec<String> {
+        let mut r = self.check_sentence(ctx, category, text, others);
+        if let Field::Suggestion(_) = field {
+            let first = plain_words(text).into_iter().next().unwrap_or_default();
+            if !self.suggestion_verbs.contains(&first) {
+                r.push(format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
+            }
+        }
+        r
+    }
+
     /// The failing sentences of a model finding, each with its reasons. `earlier` are sentences
     /// already shown for this kernel (it may not repeat them).
     pub fn check_finding(&self, ctx: &Context, f: &Finding, earlier: &[String]) -> Vec<(Field, Vec<String>)> {
         let mut out = Vec::new();
         let mut seen: Vec<String> = earlier.to_vec();
-        let mut check = |field: Field, text: &str, seen: &mut Vec<String>, extra: Option<String>| {
+        let mut check = |field: Field, text: &str, seen: &mut Vec<String>| {
             let others: Vec<&str> = seen.iter().map(String::as_str).collect();
-            let mut r = self.check_sentence(ctx, f.category, text, &others);
-            r.extend(extra);
+            let r = self.check_field(ctx, f.category, field, text, &others);
             if !r.is_empty() {
                 out.push((field, r));
             }
             seen.push(text.to_string());
         };
-        check(Field::Claim, &f.claim, &mut seen, None);
-        check(Field::Explanation, &f.explanation, &mut seen, None);
+        check(Field::Claim, &f.claim, &mut seen);
+        check(Field::Explanation, &f.explanation, &mut seen);
         for (i, s) in f.suggestions.iter().enumerate() {
-            // A suggestion says what to do: it starts with an imperative verb.
-            let first = plain_words(s).into_iter().next().unwrap_or_default();
-            let verb = (!self.suggestion_verbs.contains(&first))
-                .then(|| format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
-            check(Field::Suggestion(i), s, &mut seen, verb);
+            check(Field::Suggestion(i), s, &mut seen);
         }
         out
     }

@@ -34,7 +34,7 @@ fn explain(path: &str, cache: &Path, extra: &[&str]) -> serde_json::Value {
 }
 
 /// The model-written sentences of one shown finding (writer "model" or "model-chosen").
-fn model_sentences(f: &serde_json::Value) -> Vec<String> {
+fn model_sentences(f: &serde_json::Value) -> Vec<(keet::prose::Field, String)> {
     let to = &f["text_origin"];
     if to.is_null() {
         assert_eq!(f["origin"], "rules", "a model finding without per-sentence origins: {f}");
@@ -43,17 +43,17 @@ fn model_sentences(f: &serde_json::Value) -> Vec<String> {
     let by_model = |w: &serde_json::Value| w == "model" || w == "model-chosen";
     let mut out = vec![];
     if by_model(&to["claim"]) {
-        out.push(f["claim"].as_str().unwrap().to_string());
+        out.push((keet::prose::Field::Claim, f["claim"].as_str().unwrap().to_string()));
     }
     if by_model(&to["explanation"]) {
-        out.push(f["explanation"].as_str().unwrap().to_string());
+        out.push((keet::prose::Field::Explanation, f["explanation"].as_str().unwrap().to_string()));
     }
     let sug = f["suggestions"].as_array().unwrap();
     let writers = to["suggestions"].as_array().unwrap();
     assert_eq!(sug.len(), writers.len(), "one origin per suggestion: {f}");
-    for (s, w) in sug.iter().zip(writers) {
+    for (i, (s, w)) in sug.iter().zip(writers).enumerate() {
         if by_model(w) {
-            out.push(s.as_str().unwrap().to_string());
+            out.push((keet::prose::Field::Suggestion(i), s.as_str().unwrap().to_string()));
         }
     }
     out
@@ -101,9 +101,9 @@ fn every_shown_model_sentence_passes_the_gate() {
             let mut kernel_sentences = 0;
             for f in k["findings"].as_array().unwrap() {
                 let category = keet::rules::Category::parse(f["category"].as_str().unwrap()).unwrap();
-                for s in model_sentences(f) {
+                for (field, s) in model_sentences(f) {
                     let others: Vec<&str> = seen.iter().map(String::as_str).collect();
-                    let reasons = gate.check_sentence(&ctx, category, &s, &others);
+                    let reasons = gate.check_field(&ctx, category, field, &s, &others);
                     if !reasons.is_empty() {
                         failures.push(format!("{rel} {name} [{}] {s:?}: {reasons:?}", category.as_str()));
                     }

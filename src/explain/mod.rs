@@ -770,7 +770,7 @@ fn explain_with_model(
                     )
                     .collect();
                 let others_ref: Vec<&str> = others.iter().map(String::as_str).collect();
-                let new_reasons = new.as_ref().map(|n| gate.check_sentence(&ctx, f.category, n, &others_ref));
+                let new_reasons = new.as_ref().map(|n| gate.check_field(&ctx, f.category, *field, n, &others_ref));
                 match (new, new_reasons) {
                     (Some(n), Some(r)) if r.is_empty() => set_field(&mut f, *field, n),
                     (n, r) => {
