@@ -8,6 +8,7 @@ pub mod batch;
 pub mod cache;
 pub mod cli;
 pub mod compare;
+pub mod eval;
 pub mod explain;
 pub mod facts;
 pub mod llm;

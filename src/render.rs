@@ -4,6 +4,7 @@
 use minijinja::{Environment, Value};
 use serde::Serialize;
 
+pub mod context;
 pub mod explain;
 pub mod roofline;
 
@@ -14,6 +15,8 @@ pub enum Format {
     Md,
     Json,
     Html,
+    /// Compact Markdown for an LLM's context window (`--max-tokens` budgets it).
+    Context,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +27,8 @@ pub enum RenderError {
         #[source]
         source: minijinja::Error,
     },
+    #[error("--max-tokens {max_tokens} is below the smallest report: its first line alone is {needed} tokens")]
+    Budget { max_tokens: usize, needed: usize },
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -36,6 +41,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("explain.html", include_str!("render/templates/explain.html.jinja")),
     ("compare.txt", include_str!("render/templates/compare.txt.jinja")),
     ("compare.md", include_str!("render/templates/compare.md.jinja")),
+    ("eval.txt", include_str!("render/templates/eval.txt.jinja")),
+    ("explain.context", include_str!("render/templates/explain.context.jinja")),
+    ("compare.context", include_str!("render/templates/compare.context.jinja")),
 ];
 
 /// The template environment with keet's filters: `num` (numbers as reports show them), `dur`
@@ -54,6 +62,7 @@ pub fn environment() -> Environment<'static> {
         let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
         if s.chars().count() > n { format!("{}...", s.chars().take(n).collect::<String>()) } else { s }
     });
+    env.add_filter("oneline", |s: String| s.split_whitespace().collect::<Vec<_>>().join(" "));
     env.add_filter("rpad", |s: String, n: usize| format!("{s:>n$}"));
     env
 }

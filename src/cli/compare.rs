@@ -11,6 +11,8 @@ pub enum CompareFormat {
     Text,
     Md,
     Json,
+    /// Compact Markdown for an LLM's context window (`--max-tokens` budgets it).
+    Context,
 }
 
 #[derive(clap::Args, Debug)]
@@ -19,9 +21,14 @@ pub struct CompareArgs {
     pub before: PathBuf,
     /// The new profile(s), same kinds as BEFORE.
     pub after: PathBuf,
-    /// Output format: text (default), md, or json (schema keet.compare/1).
+    /// Output format: text (default), md, json (schema keet.compare/1) or context (compact
+    /// Markdown for an LLM's context window).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<CompareFormat>,
+    /// With `--format context`: at most this many tokens, counted with the model's tokenizer
+    /// (`--model`, else the default); the smallest changes are cut first.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<usize>,
     /// Write the report to this file (atomically) instead of standard output.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -54,6 +61,7 @@ pub fn render_report(r: &CompareReport, format: CompareFormat) -> anyhow::Result
         CompareFormat::Json => render::json(r)?,
         CompareFormat::Md => render::render("compare.md", r)?,
         CompareFormat::Text => render::render("compare.txt", r)?,
+        CompareFormat::Context => render::context::compare_context(r, None)?,
     })
 }
 
@@ -64,6 +72,15 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     }
+    let format = a.format.unwrap_or(CompareFormat::Text);
+    let counter = match a.max_tokens {
+        Some(_) if format != CompareFormat::Context => {
+            eprintln!("error: --max-tokens applies to --format context only");
+            return Ok(2);
+        }
+        Some(n) => Some((n, super::token_counter(a.model.as_deref())?)),
+        None => None,
+    };
     let opts = CompareOptions {
         top: a.top,
         no_llm: a.no_llm || a.top == 0,
@@ -85,7 +102,13 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     if let Some(p) = a.fail_on_regression {
         report.check_regressions(p);
     }
-    let out = render_report(&report, a.format.unwrap_or(CompareFormat::Text))?;
+    let out = match &counter {
+        Some((max_tokens, count)) => {
+            let budget = render::context::TokenBudget { max_tokens: *max_tokens, count: count.as_ref() };
+            render::context::compare_context(&report, Some(&budget))?
+        }
+        None => render_report(&report, format)?,
+    };
     super::write_output(a.output.as_deref(), &out)?;
     if !report.errors.is_empty() {
         return Ok(2);

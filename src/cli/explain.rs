@@ -11,9 +11,14 @@ pub struct ExplainArgs {
     /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Output format: text (default), md, json (schema keet.explain/2) or html (one self-contained page).
+    /// Output format: text (default), md, json (schema keet.explain/2), html (one self-contained
+    /// page) or context (compact Markdown for an LLM's context window).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
+    /// With `--format context`: at most this many tokens, counted with the model's tokenizer
+    /// (`--model`, else the default); the least important kernels are cut first.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<usize>,
     /// Write the report to this file (atomically) instead of standard output.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -97,13 +102,27 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 }
 
 pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
+    let format = a.format.unwrap_or(Format::Text);
+    let counter = match a.max_tokens {
+        Some(_) if format != Format::Context => {
+            eprintln!("error: --max-tokens applies to --format context only");
+            return Ok(2);
+        }
+        Some(n) => Some((n, super::token_counter(a.model.as_deref())?)),
+        None => None,
+    };
     let opts = options(&a);
     let (mut report, stats) = explain::explain(&a.paths, &opts)?;
     if !a.verbose {
         report.hide_dropped_text();
     }
-    let format = a.format.unwrap_or(Format::Text);
-    let out = render::explain::render_explain(&report, format)?;
+    let out = match &counter {
+        Some((max_tokens, count)) => {
+            let budget = render::context::TokenBudget { max_tokens: *max_tokens, count: count.as_ref() };
+            render::context::explain_context(&report, Some(&budget))?
+        }
+        None => render::explain::render_explain(&report, format)?,
+    };
     super::write_output(a.output.as_deref(), &out)?;
     if a.stats {
         eprintln!("{}", serde_json::to_string(&stats).unwrap_or_default());

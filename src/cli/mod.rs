@@ -7,6 +7,7 @@ pub mod bench_batch;
 pub mod bench_ingest;
 pub mod cache;
 pub mod compare;
+pub mod eval;
 pub mod explain;
 pub mod generate;
 pub mod history;
@@ -34,6 +35,9 @@ pub enum Command {
     Cache(cache::CacheCommand),
     /// Compare two profiles: matched kernels, metric deltas, and an explanation of what changed.
     Compare(compare::CompareArgs),
+    /// Score what keet's report is worth to a model: multiple-choice questions from the raw metrics,
+    /// answered with the raw table, the context report, or the Markdown report.
+    Eval(eval::EvalArgs),
     /// Print the facts and rule findings for every kernel launch.
     Inspect(inspect::InspectArgs),
     /// Run the local model on a prompt (optionally constrained by a JSON Schema).
@@ -65,6 +69,7 @@ pub fn main() -> i32 {
         Command::Merge(a) => merge::run(a),
         Command::Cache(c) => cache::run(c),
         Command::Compare(a) => compare::run(a),
+        Command::Eval(a) => eval::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Generate(a) => generate::run(a),
         Command::Model(c) => model::run(c),
@@ -88,6 +93,14 @@ pub fn exit_code_for(e: &anyhow::Error) -> i32 {
     } else {
         1
     }
+}
+
+/// Counts tokens with the tokenizer of `model` (or the default model), for `--max-tokens`. Only
+/// the tokenizer is read, never the weights.
+pub fn token_counter(model: Option<&str>) -> anyhow::Result<Box<dyn Fn(&str) -> usize>> {
+    use anyhow::Context;
+    let (tok, _name) = crate::llm::tokenizer::for_model(model).context("--max-tokens counts tokens with the model's tokenizer")?;
+    Ok(Box::new(move |s: &str| tok.encode(s).map(|v| v.len()).unwrap_or(usize::MAX)))
 }
 
 /// Writes `text` to `path` atomically (temp file + rename, so no partial file is left behind),

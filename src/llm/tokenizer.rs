@@ -28,6 +28,35 @@ const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L
 const QWEN2_REGEX: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// The tokenizer of a model, without loading its weights (to count tokens against a budget): the
+/// same choice [`crate::llm::Engine`] makes (`tokenizer.json` beside a GGUF file or in a model
+/// folder, else the GGUF metadata). Returns it with the model's display name.
+pub fn for_model(model: Option<&str>) -> Result<(Tokenizer, String), LlmError> {
+    use super::resolve::{self, ModelLocation};
+    let resolved = resolve::resolve_model(model)?;
+    let read_json = |p: &Path| -> Option<serde_json::Value> { serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok() };
+    let path = resolved.location.path().to_path_buf();
+    let dir = match &resolved.location {
+        ModelLocation::Gguf(p) => p.parent().map(|d| d.to_path_buf()).unwrap_or_default(),
+        ModelLocation::Safetensors(d) => d.clone(),
+    };
+    let tok_json = dir.join("tokenizer.json");
+    let cfg = read_json(&dir.join("tokenizer_config.json"));
+    let tokenizer = if tok_json.is_file() {
+        Tokenizer::from_file(&tok_json, cfg.as_ref())?
+    } else if let ModelLocation::Gguf(p) = &resolved.location {
+        Tokenizer::from_gguf(super::loader::GgufFile::open(p)?.metadata())?
+    } else {
+        return Err(err(format!("{} has no tokenizer.json", dir.display())));
+    };
+    let name = resolved
+        .manifest
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_else(|| path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+    Ok((tokenizer, name))
+}
+
 /// A tokenizer plus the per-token byte strings and special-token ids.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,

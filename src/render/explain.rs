@@ -13,6 +13,7 @@ use serde_json::json;
 pub fn render_explain(report: &ExplainReport, format: Format) -> Result<String, RenderError> {
     let name = match format {
         Format::Json => return super::json(report),
+        Format::Context => return super::context::explain_context(report, None),
         Format::Text => "explain.txt",
         Format::Md => "explain.md",
         Format::Html => "explain.html",

@@ -1,0 +1,204 @@
+//! `--format context`: a compact Markdown report made for an LLM's context window (a coding agent's
+//! prompt), for `keet explain` and `keet compare`, fitted to a token budget.
+//!
+//! Per kernel it keeps what an agent needs to act: identity and launch shape, the regime and the
+//! primary problem with their numbers, the top evidence, the hottest source lines and the changes
+//! to try. With a budget (`--max-tokens`, counted with the active model's tokenizer) the least
+//! important kernels go first (the report's own order: time share for explain, size of the time
+//! change for compare), then the last kernel's detail, and a note says what was left out. The
+//! result never exceeds the budget; a budget too small for the one-line header is an error.
+
+use super::explain::environment;
+use super::RenderError;
+use crate::compare::CompareReport;
+use crate::explain::report::ExplainReport;
+use serde_json::{json, Value};
+
+/// A token budget and the tokenizer that counts against it.
+pub struct TokenBudget<'a> {
+    pub max_tokens: usize,
+    /// Tokens in a text, as the model that will read it counts them.
+    pub count: &'a dyn Fn(&str) -> usize,
+}
+
+/// Full detail: every section of a kernel.
+const FULL: u8 = 2;
+
+/// The explain report as context, within `budget` when given.
+pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> Result<String, RenderError> {
+    let mut base = super::explain::template_context(report);
+    let kernels = base["kernels"].as_array_mut().map(std::mem::take).unwrap_or_default();
+    let mut devices: Vec<String> = Vec::new();
+    let kernels: Vec<Value> = kernels
+        .into_iter()
+        .zip(ranked(report))
+        .map(|(mut kv, k)| {
+            if let Some(d) = &k.analysis.device_name {
+                if !devices.contains(d) {
+                    devices.push(d.clone());
+                }
+            }
+            kv["evidence_lines"] = json!(evidence_lines(k));
+            kv["hot_lines"] = json!(hot_lines(k));
+            kv["changes"] = json!(changes(k));
+            kv
+        })
+        .collect();
+    let shares: Vec<f64> = ranked(report).map(|k| k.kernel.time_share_pct).collect();
+    let n = kernels.len();
+    base["kernels"] = Value::Array(kernels);
+    base["devices"] = json!(devices);
+    let skipped = report.skipped_kernels;
+    let shown_share = |shown: usize| shares[..shown].iter().filter(|x| x.is_finite()).sum::<f64>();
+    fit(n, budget, |shown, detail| {
+        let mut ctx = base.clone();
+        ctx["shown"] = json!(shown);
+        ctx["detail"] = json!(detail);
+        ctx["omitted_kernels"] = json!(n - shown + skipped);
+        ctx["omitted_share_pct"] = json!((100.0 - shown_share(shown)).max(0.0));
+        ctx["max_tokens"] = json!(budget.filter(|_| shown < n).map(|b| b.max_tokens));
+        render("explain.context", ctx)
+    })
+}
+
+/// The compare report as context, within `budget` when given.
+pub fn compare_context(report: &CompareReport, budget: Option<&TokenBudget>) -> Result<String, RenderError> {
+    let base = serde_json::to_value(report)?;
+    let n = report.matched.len();
+    fit(n, budget, |shown, detail| {
+        let mut ctx = base.clone();
+        ctx["shown"] = json!(shown);
+        ctx["detail"] = json!(detail);
+        ctx["omitted_kernels"] = json!(n - shown);
+        ctx["max_tokens"] = json!(budget.filter(|_| shown < n).map(|b| b.max_tokens));
+        render("compare.context", ctx)
+    })
+}
+
+/// The report's kernels in rank order (the order `template_context` lists them in).
+fn ranked(report: &ExplainReport) -> impl Iterator<Item = &crate::explain::report::KernelExplanation> {
+    let mut v: Vec<_> = report.kernels.iter().collect();
+    v.sort_by_key(|k| k.rank);
+    v.into_iter()
+}
+
+/// "`metric` = value unit" for the evidence of the shown findings, primary first, each metric once.
+fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for f in &k.findings {
+        for e in &f.finding.evidence {
+            if seen.insert(e.metric.clone()) {
+                let unit = if e.unit.is_empty() { String::new() } else { format!(" {}", e.unit) };
+                out.push(format!("`{}` = {}{unit}", super::explain::md_code(&e.metric), crate::rules::fmt_num(e.value)));
+            }
+        }
+    }
+    out
+}
+
+/// Source lines the findings point at, largest share first, each line once.
+fn hot_lines(k: &crate::explain::report::KernelExplanation) -> Vec<&crate::explain::report::SourceLine> {
+    let mut v: Vec<_> = k.findings.iter().flat_map(|f| f.source_lines.iter()).collect();
+    v.sort_by(|a, b| b.share_pct.total_cmp(&a.share_pct));
+    v.dedup_by(|a, b| a.file == b.file && a.line == b.line && a.text == b.text);
+    v
+}
+
+/// The changes to try: the findings' suggestions in finding order, each once.
+fn changes(k: &crate::explain::report::KernelExplanation) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in k.findings.iter().flat_map(|f| f.finding.suggestions.iter()) {
+        let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !s.is_empty() && !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn render(name: &str, ctx: Value) -> Result<String, RenderError> {
+    let env = environment();
+    let tmpl = env.get_template(name).map_err(|source| RenderError::Template { name: name.into(), source })?;
+    let mut out = tmpl.render(minijinja::Value::from_serialize(&ctx)).map_err(|source| RenderError::Template { name: name.into(), source })?;
+    while out.contains("\n\n\n") {
+        out = out.replace("\n\n\n", "\n\n");
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Renders `n` items with `render(shown, detail)`, cutting to fit `budget`: first the least
+/// important items (the last ones), then the detail of the one left, then lines from the end.
+fn fit(n: usize, budget: Option<&TokenBudget>, render: impl Fn(usize, u8) -> Result<String, RenderError>) -> Result<String, RenderError> {
+    let Some(b) = budget else { return render(n, FULL) };
+    let fits = |s: &str| (b.count)(s) <= b.max_tokens;
+    for shown in (1..=n).rev() {
+        let out = render(shown, FULL)?;
+        if fits(&out) {
+            return Ok(out);
+        }
+    }
+    for detail in (0..FULL).rev() {
+        let out = render(n.min(1), detail)?;
+        if fits(&out) {
+            return Ok(out);
+        }
+    }
+    // Even one kernel at the least detail is too long (a huge kernel name, a tiny budget): keep
+    // whole lines from the top while they fit.
+    let out = render(n.min(1), 0)?;
+    let mut kept = String::new();
+    for line in out.split_inclusive('\n') {
+        let next = format!("{kept}{line}");
+        if !fits(&next) {
+            break;
+        }
+        kept = next;
+    }
+    if kept.trim().is_empty() {
+        let first = out.lines().next().unwrap_or_default();
+        return Err(RenderError::Budget { max_tokens: b.max_tokens, needed: (b.count)(first) });
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Words as tokens: enough to test the fitting without a model.
+    fn words(s: &str) -> usize {
+        s.split_whitespace().count()
+    }
+
+    fn render_items(shown: usize, detail: u8) -> Result<String, RenderError> {
+        let mut s = String::from("# header line\n");
+        for i in 0..shown {
+            s.push_str(&format!("## item {i}\n"));
+            for j in 0..(detail as usize * 3) {
+                s.push_str(&format!("- detail {j} of item {i}\n"));
+            }
+        }
+        Ok(s)
+    }
+
+    #[test]
+    fn fitting_cuts_items_then_detail_then_lines() {
+        let unlimited = fit(5, None, render_items).unwrap();
+        assert_eq!(unlimited.matches("## item").count(), 5);
+        for max in [200, 60, 30, 12, 5, 3] {
+            let b = TokenBudget { max_tokens: max, count: &words };
+            let out = fit(5, Some(&b), render_items).unwrap();
+            assert!(words(&out) <= max, "{max}: {out}");
+            assert!(out.starts_with("# header line"), "{max}: {out}");
+        }
+        // A full item is 3 + 6 * 6 = 39 words: 60 hold the header and one, not two (3 + 78).
+        let b = TokenBudget { max_tokens: 60, count: &words };
+        assert_eq!(fit(5, Some(&b), render_items).unwrap().matches("## item").count(), 1);
+        let b = TokenBudget { max_tokens: 2, count: &words };
+        assert!(matches!(fit(5, Some(&b), render_items), Err(RenderError::Budget { max_tokens: 2, needed: 3 })));
+    }
+}
