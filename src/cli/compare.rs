@@ -105,7 +105,14 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     let out = match &counter {
         Some((max_tokens, count)) => {
             let budget = render::context::TokenBudget { max_tokens: *max_tokens, count: count.as_ref() };
-            render::context::compare_context(&report, Some(&budget))?
+            match render::context::compare_context(&report, Some(&budget)) {
+                Ok(s) => s,
+                Err(e @ render::RenderError::Budget { .. }) => {
+                    eprintln!("error: {e}");
+                    return Ok(2);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         None => render_report(&report, format)?,
     };

@@ -119,7 +119,14 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
     let out = match &counter {
         Some((max_tokens, count)) => {
             let budget = render::context::TokenBudget { max_tokens: *max_tokens, count: count.as_ref() };
-            render::context::explain_context(&report, Some(&budget))?
+            match render::context::explain_context(&report, Some(&budget)) {
+                Ok(s) => s,
+                Err(e @ render::RenderError::Budget { .. }) => {
+                    eprintln!("error: {e}");
+                    return Ok(2);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         None => render::explain::render_explain(&report, format)?,
     };

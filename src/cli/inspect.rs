@@ -84,7 +84,10 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
         Format::Json => render::json(&doc)?,
         Format::Md => render::render("inspect.md", &template_context(&doc))?,
         Format::Text | Format::Html => render::render("inspect.txt", &template_context(&doc))?,
-        Format::Context => anyhow::bail!("inspect prints facts; --format context is for `keet explain` (add --no-llm for the rule layer alone) and `keet compare`"),
+        Format::Context => {
+            eprintln!("error: inspect prints facts; --format context is for `keet explain` (add --no-llm for the rule layer alone) and `keet compare`");
+            return Ok(2);
+        }
     };
     if all_metrics && format != Format::Json {
         out.push_str(&metrics_tables(&doc, format == Format::Md));

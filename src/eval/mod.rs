@@ -127,7 +127,7 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
                 continue;
             }
         };
-        let eopts = ExplainOptions { top: opts.top.max(1), no_llm: true, cache: None, jobs: opts.jobs, progress: false, ..Default::default() };
+        let eopts = ExplainOptions { top: opts.top.max(1), coverage_pct: 100.0, no_llm: true, cache: None, jobs: opts.jobs, progress: false, ..Default::default() };
         let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;
         set.errors.extend(report.errors.iter().cloned());
         let by_id: HashMap<u64, &Launch> = profile.launches.iter().map(|l| (l.id, l)).collect();

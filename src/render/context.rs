@@ -148,21 +148,26 @@ fn fit(n: usize, budget: Option<&TokenBudget>, render: impl Fn(usize, u8) -> Res
         }
     }
     // Even one kernel at the least detail is too long (a huge kernel name, a tiny budget): keep
-    // whole lines from the top while they fit.
+    // whole lines from the top while they fit, and the closing note that says what was left out.
     let out = render(n.min(1), 0)?;
-    let mut kept = String::new();
-    for line in out.split_inclusive('\n') {
-        let next = format!("{kept}{line}");
-        if !fits(&next) {
-            break;
+    let (body, note) = match out.rfind("\n(") {
+        Some(i) => out.split_at(i + 1),
+        None => (out.as_str(), ""),
+    };
+    let keep = |tail: &str| {
+        let mut kept = String::new();
+        for line in body.split_inclusive('\n') {
+            if !fits(&format!("{kept}{line}{tail}")) {
+                break;
+            }
+            kept.push_str(line);
         }
-        kept = next;
-    }
-    if kept.trim().is_empty() {
+        (!kept.trim().is_empty()).then(|| kept + tail)
+    };
+    keep(note).or_else(|| keep("")).ok_or_else(|| {
         let first = out.lines().next().unwrap_or_default();
-        return Err(RenderError::Budget { max_tokens: b.max_tokens, needed: (b.count)(first) });
-    }
-    Ok(kept)
+        RenderError::Budget { max_tokens: b.max_tokens, needed: (b.count)(first) }
+    })
 }
 
 #[cfg(test)]
@@ -182,6 +187,9 @@ mod tests {
                 s.push_str(&format!("- detail {j} of item {i}\n"));
             }
         }
+        if shown < 5 {
+            s.push_str(&format!("\n({} left out)\n", 5 - shown));
+        }
         Ok(s)
     }
 
@@ -189,13 +197,16 @@ mod tests {
     fn fitting_cuts_items_then_detail_then_lines() {
         let unlimited = fit(5, None, render_items).unwrap();
         assert_eq!(unlimited.matches("## item").count(), 5);
-        for max in [200, 60, 30, 12, 5, 3] {
+        for max in [200, 60, 30, 12, 9, 5, 3] {
             let b = TokenBudget { max_tokens: max, count: &words };
             let out = fit(5, Some(&b), render_items).unwrap();
             assert!(words(&out) <= max, "{max}: {out}");
             assert!(out.starts_with("# header line"), "{max}: {out}");
+            // The note of what was cut stays while the header and the note fit (3 + 3 words); all
+            // five items (198 words) need no note.
+            assert_eq!(out.contains("left out)"), (6..198).contains(&max), "{max}: {out}");
         }
-        // A full item is 3 + 6 * 6 = 39 words: 60 hold the header and one, not two (3 + 78).
+        // A full item is 3 + 6 * 6 = 39 words: 60 hold the header, one and the note, not two.
         let b = TokenBudget { max_tokens: 60, count: &words };
         assert_eq!(fit(5, Some(&b), render_items).unwrap().matches("## item").count(), 1);
         let b = TokenBudget { max_tokens: 2, count: &words };
