@@ -23,6 +23,10 @@ fn eval_answers_every_question_in_every_format_asked() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v1.schema.json")).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v.iter_errors(&r).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "keet.eval/1 schema: {errors:?}");
     assert_eq!(r["schema"], "keet.eval/1");
     assert_eq!(r["seed"], 5);
     assert_eq!(r["conditions"], serde_json::json!(["raw", "context"]));

@@ -95,9 +95,12 @@ pub fn exit_code_for(e: &anyhow::Error) -> i32 {
     }
 }
 
+/// Counts the tokens of a text.
+pub type TokenCounter = Box<dyn Fn(&str) -> usize>;
+
 /// Counts tokens with the tokenizer of `model` (or the default model), for `--max-tokens`. Only
 /// the tokenizer is read, never the weights.
-pub fn token_counter(model: Option<&str>) -> anyhow::Result<Box<dyn Fn(&str) -> usize>> {
+pub fn token_counter(model: Option<&str>) -> anyhow::Result<TokenCounter> {
     use anyhow::Context;
     let (tok, _name) = crate::llm::tokenizer::for_model(model).context("--max-tokens counts tokens with the model's tokenizer")?;
     Ok(Box::new(move |s: &str| tok.encode(s).map(|v| v.len()).unwrap_or(usize::MAX)))

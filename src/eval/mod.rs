@@ -288,7 +288,7 @@ pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition], prog
                 truncated += cut as usize;
                 text
             });
-            let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(&prompt(ctx, q))];
+            let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
             let g = engine.generate(&messages, &gen, Some(&schema))?;
             let letter = g.text.trim().trim_matches('"').to_string();
             given[i].insert(c, letter);

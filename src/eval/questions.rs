@@ -284,7 +284,7 @@ fn sector_waste(launch: &Launch, label: &str) -> Option<Draft> {
             _ => return None,
         },
     };
-    let mut waste = vec![("global_load", load), ("global_store", store), ("shared", bank_conflict_share(&mut r)?)];
+    let mut waste = [("global_load", load), ("global_store", store), ("shared", bank_conflict_share(&mut r)?)];
     waste.sort_by(|a, b| b.1.total_cmp(&a.1));
     let answer = if waste[0].1 < th.waste_none_below {
         "none"
