@@ -39,6 +39,8 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
                 }
             }
             kv["evidence_lines"] = json!(evidence_lines(k));
+            kv["units_line"] = json!(units_line(&k.analysis.facts));
+            kv["stalls_line"] = json!(stalls_line(&k.analysis.facts));
             kv["hot_lines"] = json!(hot_lines(k));
             kv["changes"] = json!(changes(k));
             kv
@@ -97,9 +99,56 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
     out
 }
 
-/// Source lines the findings point at, largest share first, each line once.
+/// "SM 69.8%, DRAM 18.7% of peak; occupancy 60% of a theoretical 75% (limited by registers); 1.33
+/// waves": the busy units and the occupancy, from the facts (empty when none is known).
+fn units_line(f: &crate::facts::Facts) -> String {
+    use crate::rules::fmt_num;
+    let mut parts = Vec::new();
+    let units = crate::facts::utilisation(f);
+    if !units.is_empty() {
+        let u: Vec<String> = units.iter().map(|(name, pct, _)| format!("{name} {}%", fmt_num(*pct))).collect();
+        parts.push(format!("{} of peak", u.join(", ")));
+    }
+    match (&f.achieved_occupancy_pct, &f.theoretical_occupancy_pct) {
+        (Some(a), Some(t)) => {
+            let limiter = f.occupancy_limit.as_ref().map(|l| format!(" (limited by {})", l.limiter.label())).unwrap_or_default();
+            parts.push(format!("occupancy {}% of a theoretical {}%{limiter}", fmt_num(a.value), fmt_num(t.value)));
+        }
+        (None, Some(t)) => parts.push(format!("theoretical occupancy {}%", fmt_num(t.value))),
+        _ => {}
+    }
+    if let Some(w) = &f.waves_per_sm {
+        parts.push(format!("{} waves", fmt_num(w.value)));
+    }
+    parts.join("; ")
+}
+
+/// "long_scoreboard 12.3 (45%), barrier 4.1 (15%)": the top stall reasons in cycles per issued
+/// instruction and their share (empty without the WarpStateStats section).
+fn stalls_line(f: &crate::facts::Facts) -> String {
+    let fmt = crate::rules::fmt_num;
+    f.stalls
+        .iter()
+        .map(|s| match s.share_pct {
+            Some(p) => format!("{} {} ({}%)", s.reason, fmt(s.cycles_per_issue.value), fmt(p)),
+            None => format!("{} {}", s.reason, fmt(s.cycles_per_issue.value)),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A source line shorter than this share of its counter is not worth an agent's tokens.
+const MIN_HOT_LINE_PCT: f64 = 1.0;
+
+/// Source lines the findings point at, largest share first, each line once; lines without text
+/// or location, or under [`MIN_HOT_LINE_PCT`], are left out.
 fn hot_lines(k: &crate::explain::report::KernelExplanation) -> Vec<&crate::explain::report::SourceLine> {
-    let mut v: Vec<_> = k.findings.iter().flat_map(|f| f.source_lines.iter()).collect();
+    let mut v: Vec<_> = k
+        .findings
+        .iter()
+        .flat_map(|f| f.source_lines.iter())
+        .filter(|s| s.share_pct >= MIN_HOT_LINE_PCT && (!s.text.trim().is_empty() || s.line.is_some()))
+        .collect();
     v.sort_by(|a, b| b.share_pct.total_cmp(&a.share_pct));
     v.dedup_by(|a, b| a.file == b.file && a.line == b.line && a.text == b.text);
     v
