@@ -130,12 +130,19 @@ pub fn dot_rows(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32],
 /// [`dot_rows_x8`]: for each group of 8 rows and each block index, the 8 scales (f16), then for
 /// Q4_1 the 8 minimums (f16), then the 8 rows' quant bytes. Same size as the plain layout.
 pub fn interleave_x8(fmt: QType, plain: &[u8], rows: usize, k: usize) -> Vec<u8> {
-    assert!(rows % 8 == 0);
+    let mut out = vec![0u8; plain.len()];
+    interleave_x8_into(fmt, plain, rows, k, &mut out);
+    out
+}
+
+/// [`interleave_x8`] into `out` (`plain.len()` bytes), so that several matrices can be
+/// interleaved into one buffer without an intermediate copy.
+pub fn interleave_x8_into(fmt: QType, plain: &[u8], rows: usize, k: usize, out: &mut [u8]) {
+    assert!(rows % 8 == 0 && out.len() == plain.len());
     let bb = fmt.block_bytes();
     let nb = k / QK;
     let hdr = if fmt == QType::Q4_1 { 4 } else { 2 };
     let qb = bb - hdr;
-    let mut out = vec![0u8; plain.len()];
     for g in 0..rows / 8 {
         for b in 0..nb {
             let dst = &mut out[(g * nb + b) * 8 * bb..(g * nb + b + 1) * 8 * bb];
@@ -150,7 +157,6 @@ pub fn interleave_x8(fmt: QType, plain: &[u8], rows: usize, k: usize) -> Vec<u8>
             }
         }
     }
-    out
 }
 
 /// Copies row `r` of an 8-row interleaved matrix back into plain block layout (`out`: one row).

@@ -18,6 +18,7 @@
 pub mod kernels;
 pub mod pool;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::path::Path;
 
@@ -50,19 +51,34 @@ impl QMat {
         self.fmt.row_bytes(self.cols)
     }
 
-    /// Concatenates matrices with the same format and width along the rows.
-    fn concat(parts: Vec<QMat>) -> Result<QMat, LlmError> {
-        let fmt = parts[0].fmt;
-        let cols = parts[0].cols;
+    /// Stacks matrices with the same format and width along the rows into one, in the 8-row
+    /// interleaved layout when the row counts allow. When every part has a multiple of 8 rows,
+    /// each part is interleaved straight into its place (an 8-row group never spans two parts),
+    /// so each byte is copied once, from the file map into the model; otherwise the parts are
+    /// stacked first and the whole interleaved after, as [`QMat::interleaved`] does.
+    fn fuse(parts: &[MatSrc<'_>]) -> Result<QMat, LlmError> {
+        let Some(first) = parts.first() else { return Err(msg("fast llama: no matrix to fuse")) };
+        let (fmt, cols) = (first.fmt, first.cols);
         if parts.iter().any(|p| p.fmt != fmt || p.cols != cols) {
             return Err(msg("fast llama: fused matrices differ in format or width"));
         }
         let rows = parts.iter().map(|p| p.rows).sum();
-        let mut data = Vec::with_capacity(parts.iter().map(|p| p.data.len()).sum());
-        for p in parts {
-            data.extend_from_slice(&p.data);
+        let len = parts.iter().map(|p| p.data.len()).sum();
+        if !parts.iter().all(|p| p.rows % 8 == 0) {
+            let mut data = Vec::with_capacity(len);
+            for p in parts {
+                data.extend_from_slice(&p.data);
+            }
+            return Ok(QMat { fmt, rows, cols, data, x8: false }.interleaved());
         }
-        Ok(QMat { fmt, rows, cols, data, x8: false })
+        let mut data = vec![0u8; len];
+        let mut off = 0;
+        for p in parts {
+            let n = p.data.len();
+            kernels::interleave_x8_into(fmt, &p.data, p.rows, cols, &mut data[off..off + n]);
+            off += n;
+        }
+        Ok(QMat { fmt, rows, cols, data, x8: true })
     }
 
     /// Switches to the 8-row interleaved layout (when the row count allows it).
@@ -85,6 +101,15 @@ impl QMat {
             kernels::dequant_row(self.fmt, &self.data[r * rb..(r + 1) * rb], out);
         }
     }
+}
+
+/// A weight matrix as read from the file, before [`QMat::fuse`] puts it in keet's layout: the
+/// bytes are borrowed from the file map, or owned when the format had to be requantized.
+struct MatSrc<'b> {
+    fmt: QType,
+    rows: usize,
+    cols: usize,
+    data: Cow<'b, [u8]>,
 }
 
 /// Model hyper-parameters read from the GGUF metadata.
@@ -204,9 +229,9 @@ impl FastLlama {
                 return Err(msg("fast llama: partial rotary embeddings are not supported"));
             }
         }
-        let embd = load_matrix(ct, "token_embd.weight")?.interleaved();
+        let embd = load_matrix(ct, "token_embd.weight")?;
         let output = if ct.ct.tensor_infos.contains_key("output.weight") {
-            Some(load_matrix(ct, "output.weight")?.interleaved())
+            Some(load_matrix(ct, "output.weight")?)
         } else {
             None
         };
@@ -215,11 +240,11 @@ impl FastLlama {
             let p = format!("blk.{l}");
             let attn_norm = load_vec(ct, &format!("{p}.attn_norm.weight"))?;
             let ffn_norm = load_vec(ct, &format!("{p}.ffn_norm.weight"))?;
-            let m = |s: &str| load_matrix(ct, &format!("{p}.{s}.weight"));
-            let wqkv = QMat::concat(vec![m("attn_q")?, m("attn_k")?, m("attn_v")?])?.interleaved();
-            let wo = m("attn_output")?.interleaved();
-            let wgu = QMat::concat(vec![m("ffn_gate")?, m("ffn_up")?])?.interleaved();
-            let wdown = m("ffn_down")?.interleaved();
+            let m = |s: &str| matrix_src(ct, &format!("{p}.{s}.weight"));
+            let wqkv = QMat::fuse(&[m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
+            let wo = QMat::fuse(&[m("attn_output")?])?;
+            let wgu = QMat::fuse(&[m("ffn_gate")?, m("ffn_up")?])?;
+            let wdown = QMat::fuse(&[m("ffn_down")?])?;
             let kv_dim = cfg.n_kv_head * cfg.head_dim;
             if wqkv.rows != cfg.dim + 2 * kv_dim
                 || wqkv.cols != cfg.dim
@@ -496,13 +521,13 @@ struct GgufBytes<'a> {
     bytes: &'a [u8],
 }
 
-impl GgufBytes<'_> {
-    fn info(&self, name: &str) -> Result<&gguf_file::TensorInfo, LlmError> {
+impl<'a> GgufBytes<'a> {
+    fn info(&self, name: &str) -> Result<&'a gguf_file::TensorInfo, LlmError> {
         self.ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast llama: missing tensor {name}")))
     }
 
     /// The `len` bytes of tensor `name`'s data, checked against the file.
-    fn data(&self, name: &str, info: &gguf_file::TensorInfo, len: usize) -> Result<&[u8], LlmError> {
+    fn data(&self, name: &str, info: &gguf_file::TensorInfo, len: usize) -> Result<&'a [u8], LlmError> {
         let start = self.ct.tensor_data_offset.checked_add(info.offset).and_then(|s| usize::try_from(s).ok());
         start
             .and_then(|s| self.bytes.get(s..s.checked_add(len)?))
@@ -526,8 +551,14 @@ fn load_vec(ct: &GgufBytes<'_>, name: &str) -> Result<Vec<f32>, LlmError> {
     Ok(t.flatten_all()?.to_vec1::<f32>()?)
 }
 
-/// Reads a 2-D tensor; Q4_0/Q4_1/Q8_0 are kept as they are, other formats are requantized to Q8_0.
+/// Reads a 2-D tensor into keet's layout (see [`matrix_src`], [`QMat::fuse`]).
 fn load_matrix(ct: &GgufBytes<'_>, name: &str) -> Result<QMat, LlmError> {
+    QMat::fuse(&[matrix_src(ct, name)?])
+}
+
+/// A 2-D tensor's bytes: Q4_0/Q4_1/Q8_0 borrowed from the file map as they are, other formats
+/// requantized to Q8_0.
+fn matrix_src<'b>(ct: &GgufBytes<'b>, name: &str) -> Result<MatSrc<'b>, LlmError> {
     let info = ct.info(name)?;
     let dims = info.shape.dims();
     if dims.len() != 2 || dims[1] % QK != 0 {
@@ -541,12 +572,12 @@ fn load_matrix(ct: &GgufBytes<'_>, name: &str) -> Result<QMat, LlmError> {
         _ => None,
     };
     if let Some(fmt) = fmt {
-        let data = ct.data(name, info, rows * fmt.row_bytes(cols))?.to_vec();
-        return Ok(QMat { fmt, rows, cols, data, x8: false });
+        let data = ct.data(name, info, rows * fmt.row_bytes(cols))?;
+        return Ok(MatSrc { fmt, rows, cols, data: Cow::Borrowed(data) });
     }
     let t = ct.tensor(name)?.dequantize(&Device::Cpu)?;
     let v = t.flatten_all()?.to_vec1::<f32>()?;
-    Ok(QMat { fmt: QType::Q8_0, rows, cols, data: quantize_q8_0(&v), x8: false })
+    Ok(MatSrc { fmt: QType::Q8_0, rows, cols, data: Cow::Owned(quantize_q8_0(&v)) })
 }
 
 /// f32 -> GGUF Q8_0 blocks (round to nearest; scale stored as f16).

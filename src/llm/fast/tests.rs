@@ -224,3 +224,32 @@ fn diag_small_path_simd_scalar() {
     eprintln!("simd 2thr vs 1thr {}", max_abs_diff(&a, &b));
     eprintln!("simd vs scalar {}", max_abs_diff(&b, &c));
 }
+
+/// [`QMat::fuse`] interleaves each part straight into its place; that must equal stacking the
+/// parts and interleaving the whole, both when every part has a multiple of 8 rows and when one
+/// does not (then the parts are stacked first).
+#[test]
+fn fuse_equals_stack_then_interleave() {
+    for fmt in [QType::Q4_1, QType::Q4_0, QType::Q8_0] {
+        let cols = 64;
+        for rows in [[16usize, 8, 8], [8, 4, 4]] {
+            let parts: Vec<Vec<u8>> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| (0..r * fmt.row_bytes(cols)).map(|j| (j * 7 + i * 13) as u8).collect())
+                .collect();
+            let srcs: Vec<MatSrc> = rows
+                .iter()
+                .zip(&parts)
+                .map(|(&r, d)| MatSrc { fmt, rows: r, cols, data: Cow::Borrowed(d.as_slice()) })
+                .collect();
+            let fused = QMat::fuse(&srcs).unwrap();
+            let total: usize = rows.iter().sum();
+            assert_eq!((fused.rows, fused.cols, fused.x8), (total, cols, true));
+            assert_eq!(fused.data, kernels::interleave_x8(fmt, &parts.concat(), total, cols), "{fmt:?} {rows:?}");
+        }
+    }
+    let a = MatSrc { fmt: QType::Q8_0, rows: 8, cols: 32, data: Cow::Owned(vec![0; 8 * 34]) };
+    let b = MatSrc { fmt: QType::Q8_0, rows: 8, cols: 64, data: Cow::Owned(vec![0; 8 * 68]) };
+    assert!(QMat::fuse(&[a, b]).is_err());
+}
