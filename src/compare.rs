@@ -523,6 +523,9 @@ fn key_of(g: &Group, profiles: &[Profile]) -> GroupKey {
 
 /// Runs `keet compare BEFORE AFTER`.
 pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<CompareReport, CompareError> {
+    if !opts.no_llm {
+        crate::llm::device::check_device(opts.engine.device.as_deref())?;
+    }
     let (bfiles, bprof, mut errors) = read_side(before, opts.jobs)?;
     let (afiles, aprof, aerr) = read_side(after, opts.jobs)?;
     errors.extend(aerr);

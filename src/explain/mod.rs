@@ -189,6 +189,11 @@ pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batc
 /// then [`explain_table`].
 pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
     let t0 = Instant::now();
+    if !opts.no_llm {
+        // A device that cannot run the model fails now, not after the scan (or never, when
+        // every kernel's answer is cached).
+        crate::llm::device::check_device(opts.engine.device.as_deref())?;
+    }
     let mut files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
     let input_files = files.len();
     if let Some((k, n)) = opts.shard {
