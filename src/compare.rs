@@ -88,11 +88,18 @@ impl Default for CompareOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("model: {0}")]
-    Llm(#[from] crate::llm::model::LlmError),
+    // No `#[source]`: the message already carries the model error (a chain would print it twice).
+    Llm(crate::llm::model::LlmError),
     #[error("prompt template: {0}")]
     Prompt(#[from] minijinja::Error),
     #[error("{0}")]
     Io(String),
+}
+
+impl From<crate::llm::model::LlmError> for CompareError {
+    fn from(e: crate::llm::model::LlmError) -> Self {
+        CompareError::Llm(e)
+    }
 }
 
 /// before → after, with the change.

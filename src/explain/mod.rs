@@ -106,13 +106,20 @@ impl Default for ExplainOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
     #[error("model: {0}")]
-    Llm(#[from] crate::llm::model::LlmError),
+    // No `#[source]`: the message already carries the model error (a chain would print it twice).
+    Llm(crate::llm::model::LlmError),
     #[error("cache: {0}")]
     Cache(#[from] crate::cache::CacheError),
     #[error("prompt template: {0}")]
     Prompt(#[from] minijinja::Error),
     #[error("{0}")]
     Io(String),
+}
+
+impl From<crate::llm::model::LlmError> for ExplainError {
+    fn from(e: crate::llm::model::LlmError) -> Self {
+        ExplainError::Llm(e)
+    }
 }
 
 /// Decoding settings used for findings (part of the cache key).
