@@ -127,9 +127,10 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     }
     // The memory ceiling of decode: measured on the device before the model takes its memory.
     let threads = crate::llm::threads::configure(a.model.threads);
-    let device = crate::llm::device::parse_device(&a.model.device)?;
-    let bw = super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?;
-    drop(device);
+    let bw = {
+        let device = crate::llm::device::parse_device(&a.model.device)?;
+        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
+    };
     let text = match &a.prompt_file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
