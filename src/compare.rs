@@ -88,11 +88,18 @@ impl Default for CompareOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     #[error("model: {0}")]
-    Llm(#[from] crate::llm::model::LlmError),
+    // No `#[source]`: the message already carries the model error (a chain would print it twice).
+    Llm(crate::llm::model::LlmError),
     #[error("prompt template: {0}")]
     Prompt(#[from] minijinja::Error),
     #[error("{0}")]
     Io(String),
+}
+
+impl From<crate::llm::model::LlmError> for CompareError {
+    fn from(e: crate::llm::model::LlmError) -> Self {
+        CompareError::Llm(e)
+    }
 }
 
 /// before → after, with the change.
@@ -523,6 +530,9 @@ fn key_of(g: &Group, profiles: &[Profile]) -> GroupKey {
 
 /// Runs `keet compare BEFORE AFTER`.
 pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<CompareReport, CompareError> {
+    if !opts.no_llm {
+        crate::llm::device::check_device(opts.engine.device.as_deref())?;
+    }
     let (bfiles, bprof, mut errors) = read_side(before, opts.jobs)?;
     let (afiles, aprof, aerr) = read_side(after, opts.jobs)?;
     errors.extend(aerr);

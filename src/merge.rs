@@ -345,6 +345,9 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         (Some(info), false) => ModelSource::Recorded(info.clone()),
         _ => ModelSource::None,
     };
+    if !matches!(model, ModelSource::None) {
+        crate::llm::device::check_device(opts.engine.device.as_deref()).map_err(crate::explain::ExplainError::from)?;
+    }
     let settings = ReportSettings { shard: None, ..s.clone() };
     let inputs = first.doc.inputs.clone();
     Ok(crate::explain::explain_table(&inputs, table, errors, &opts, settings, model, &known, t0)?)

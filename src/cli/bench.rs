@@ -18,7 +18,8 @@ pub enum BenchCommand {
     /// Explain on one profile: time to first finding, kernels per minute, warm-cache time.
     Explain(super::bench_explain::ExplainBenchArgs),
     /// LLM engine: prompt and decode tokens/s, constraint-mask time, load time, peak memory,
-    /// prefix-reuse saving; optionally beside llama.cpp (`--peer`) on the same prompt.
+    /// prefix-reuse saving, decode against the memory-bandwidth limit; optionally beside llama.cpp
+    /// (`--peer`) on the same prompt, or a random-weight model of a real shape (`--synthetic`).
     Llm(LlmBenchArgs),
 }
 
@@ -47,6 +48,20 @@ pub struct LlmBenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead of a model file, a random-weight model built in memory in the exact shape of a real
+    /// one: tiny, llama3-8b or qwen2.5-7b, optionally with -q4 (Q4_0), -q4_1 or -q8 (Q8_0); no
+    /// suffix is bf16 (f32 on cpu). Measures prompt and decode speed only (no tokenizer).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["model", "peer", "chat", "prompt_file"])]
+    pub synthetic: Option<String>,
+    /// With --synthetic: prompt length in tokens (deterministic token ids).
+    #[arg(long, default_value_t = 512, requires = "synthetic")]
+    pub prompt_tokens: usize,
+    /// With --synthetic: seed of the random weights.
+    #[arg(long, default_value_t = 0, requires = "synthetic")]
+    pub seed: u64,
+    /// Buffer of the copy-bandwidth measurement (bytes, or with KiB/MiB/GiB).
+    #[arg(long, default_value = "1GiB", value_parser = super::bench_synthetic::parse_size)]
+    pub copy_bytes: u64,
 }
 
 pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
@@ -104,6 +119,18 @@ fn bench_schema() -> Value {
 }
 
 fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
+    if let Some(name) = a.synthetic.clone() {
+        return super::bench_synthetic::run(&a, &name);
+    }
+    if a.tokens == 0 {
+        anyhow::bail!("--tokens must be at least 1 (decode speed needs decoded tokens)");
+    }
+    // The memory ceiling of decode: measured on the device before the model takes its memory.
+    let threads = crate::llm::threads::configure(a.model.threads);
+    let bw = {
+        let device = crate::llm::device::parse_device(&a.model.device)?;
+        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
+    };
     let text = match &a.prompt_file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
@@ -136,6 +163,8 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         }
         (pp_s, t.elapsed().as_secs_f64())
     };
+    let weights = engine.model_mut().weight_bytes();
+    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
     engine.reset();
 
     // Constraint mask time over a constrained generation.
@@ -191,6 +220,8 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         },
         "peak_rss_mb": peak_rss_mb().map(r1),
     });
+    let mut keet = keet;
+    super::bench_synthetic::merge(&mut keet, &limit);
 
     let peer = if a.peer { Some(run_peer(&a, &engine.info.path.to_string_lossy(), &text)) } else { None };
 
@@ -245,6 +276,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         warm.1,
         keet["prefix_reuse"]["warm_prompt_s"]
     );
+    super::bench_synthetic::print_limit(&keet);
     match &peer {
         Some(Err(e)) => println!("llama.cpp peer unavailable: {e}"),
         None => println!("(add --peer to run llama.cpp on the same prompt)"),

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_explain;
 pub mod bench_batch;
 pub mod bench_ingest;
+pub mod bench_synthetic;
 pub mod cache;
 pub mod compare;
 pub mod eval;

@@ -106,13 +106,20 @@ impl Default for ExplainOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
     #[error("model: {0}")]
-    Llm(#[from] crate::llm::model::LlmError),
+    // No `#[source]`: the message already carries the model error (a chain would print it twice).
+    Llm(crate::llm::model::LlmError),
     #[error("cache: {0}")]
     Cache(#[from] crate::cache::CacheError),
     #[error("prompt template: {0}")]
     Prompt(#[from] minijinja::Error),
     #[error("{0}")]
     Io(String),
+}
+
+impl From<crate::llm::model::LlmError> for ExplainError {
+    fn from(e: crate::llm::model::LlmError) -> Self {
+        ExplainError::Llm(e)
+    }
 }
 
 /// Decoding settings used for findings (part of the cache key).
@@ -189,6 +196,11 @@ pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batc
 /// then [`explain_table`].
 pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
     let t0 = Instant::now();
+    if !opts.no_llm {
+        // A device that cannot run the model fails now, not after the scan (or never, when
+        // every kernel's answer is cached).
+        crate::llm::device::check_device(opts.engine.device.as_deref())?;
+    }
     let mut files = crate::profile::expand_inputs(inputs).map_err(|e| ExplainError::Io(format!("listing inputs: {e}")))?;
     let input_files = files.len();
     if let Some((k, n)) = opts.shard {

@@ -13,32 +13,13 @@ use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3};
 
-use super::model::{CausalLm, LlmError};
+use super::model::{CausalLm, LlmError, WeightBytes};
 
 fn err(m: impl Into<String>) -> LlmError {
     LlmError::Msg(m.into())
 }
 
-/// Parses `cpu`, `cuda` or `cuda:N`.
-pub fn parse_device(s: &str) -> Result<Device, LlmError> {
-    let s = s.trim().to_ascii_lowercase();
-    if s == "cpu" {
-        return Ok(Device::Cpu);
-    }
-    let ordinal = if s == "cuda" || s == "gpu" {
-        0
-    } else if let Some(n) = s.strip_prefix("cuda:") {
-        n.parse::<usize>().map_err(|_| err(format!("bad device `{s}` (use cpu, cuda or cuda:N)")))?
-    } else {
-        return Err(err(format!("unknown device `{s}` (use cpu, cuda or cuda:N)")));
-    };
-    if !candle_core::utils::cuda_is_available() {
-        return Err(err(format!(
-            "device `{s}` asked for, but this keet was built without CUDA (rebuild with `--features cuda`)"
-        )));
-    }
-    Ok(Device::new_cuda(ordinal)?)
-}
+pub use super::device::parse_device;
 
 /// A GGUF file, memory-mapped, with its header (metadata and tensor table) parsed and checked
 /// against the file size.
@@ -88,6 +69,19 @@ impl GgufFile {
             return Err(corrupt(format!("the tensors need {end} bytes but the file has {file_len} (truncated?)")));
         }
         Ok(GgufFile { path: path.to_path_buf(), content, map })
+    }
+
+    /// A GGUF model held in memory (an anonymous map), not read from a file: `label` stands for
+    /// the path in messages and reports. The tensor table must fit the map (as [`GgufFile::open`]
+    /// checks for files).
+    pub fn from_memory(label: &str, content: gguf_file::Content, map: memmap2::Mmap) -> Result<Self, LlmError> {
+        for (name, ti) in &content.tensor_infos {
+            let end = content.tensor_data_offset + ti.offset + super::footprint::ggml_bytes(ti.ggml_dtype, ti.shape.elem_count());
+            if end > map.len() as u64 {
+                return Err(err(format!("in-memory model {label}: tensor {name} ends at byte {end}, past {}", map.len())));
+            }
+        }
+        Ok(GgufFile { path: PathBuf::from(label), content, map })
     }
 
     /// The whole file.
@@ -213,6 +207,7 @@ pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn Causa
         .or_else(|| gguf.md_u32(&format!("{}.vocab_size", gguf.architecture())).map(|v| v as usize))
         .unwrap_or(0);
     let path = gguf.path.clone();
+    let weights = super::footprint::gguf_candle(&gguf.content);
     let mut r = Cursor::new(&gguf.map[..]);
     let ctx = gguf.context_length();
     let wrap = |e: candle_core::Error| err(format!("loading {}: {e}", path.display()));
@@ -227,7 +222,7 @@ pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn Causa
             Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
         }
     };
-    Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx)))
+    Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx, weights)))
 }
 
 /// Loads a safetensors model folder (`config.json` + `*.safetensors`).
@@ -255,28 +250,48 @@ pub fn load_safetensors_model(dir: &Path, device: &Device) -> Result<Box<dyn Cau
         }
     };
     // SAFETY: the files are memory-mapped read-only and not modified while keet runs.
-    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&files, dtype, device)? };
+    let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::multi(&files)? };
+    load_varbuilder_model(arch, &cfg_text, &cfg_path.display().to_string(), Box::new(tensors), dtype, device)
+}
+
+/// Builds candle-transformers' Llama / Qwen2 / Qwen3 from a `config.json` text and a tensor
+/// source (`backend`: safetensors files, or generated tensors for a synthetic model), in `dtype`
+/// on `device`. The tensors are recorded as they load, for [`CausalLm::weight_bytes`]. `cfg_label`
+/// names the configuration in messages.
+pub fn load_varbuilder_model(
+    arch: Arch,
+    cfg_text: &str,
+    cfg_label: &str,
+    backend: Box<dyn candle_nn::var_builder::SimpleBackend>,
+    dtype: DType,
+    device: &Device,
+) -> Result<Box<dyn CausalLm>, LlmError> {
+    let cfg: serde_json::Value = serde_json::from_str(cfg_text).map_err(|e| err(format!("{cfg_label}: {e}")))?;
+    let recording = super::footprint::RecordingBackend::new(backend);
+    let records = recording.records.clone();
+    let vb = candle_nn::VarBuilder::from_backend(Box::new(recording), dtype, device.clone());
     let vocab = cfg.get("vocab_size").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
     let ctx = cfg.get("max_position_embeddings").and_then(|v| v.as_u64()).map(|v| v as usize);
-    let bad = |e: serde_json::Error| err(format!("{}: {e}", cfg_path.display()));
+    let bad = |e: serde_json::Error| err(format!("{cfg_label}: {e}"));
     let inner = match arch {
         Arch::Llama => {
-            let lc: llama::LlamaConfig = serde_json::from_str(&cfg_text).map_err(bad)?;
+            let lc: llama::LlamaConfig = serde_json::from_str(cfg_text).map_err(bad)?;
             let c = lc.into_config(false);
             let cache = llama::Cache::new(true, dtype, &c, device)?;
             let model = llama::Llama::load(vb, &c)?;
             Inner::Llama { model, cache: Box::new(cache.clone()), fresh: Box::new(cache) }
         }
         Arch::Qwen2 => {
-            let c: qwen2::Config = serde_json::from_str(&cfg_text).map_err(bad)?;
+            let c: qwen2::Config = serde_json::from_str(cfg_text).map_err(bad)?;
             Inner::Qwen2(qwen2::ModelForCausalLM::new(&c, vb)?)
         }
         Arch::Qwen3 => {
-            let c: qwen3::Config = serde_json::from_str(&cfg_text).map_err(bad)?;
+            let c: qwen3::Config = serde_json::from_str(cfg_text).map_err(bad)?;
             Inner::Qwen3(qwen3::ModelForCausalLM::new(&c, vb)?)
         }
     };
-    Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx)))
+    let weights = super::footprint::recorded(&records);
+    Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx, weights)))
 }
 
 /// The candle-transformers models keet wraps.
@@ -361,6 +376,7 @@ pub struct CandleLm {
     device: Device,
     vocab: usize,
     max_ctx: Option<usize>,
+    weights: WeightBytes,
     /// Tokens the inner model has processed, in order.
     applied: Vec<u32>,
     /// Logical cache length (<= applied.len()).
@@ -371,8 +387,8 @@ pub struct CandleLm {
 }
 
 impl CandleLm {
-    fn new(inner: Inner, device: Device, vocab: usize, max_ctx: Option<usize>) -> Self {
-        CandleLm { inner, device, vocab, max_ctx, applied: Vec::new(), len: 0, snapshots: Vec::new(), clock: 0 }
+    fn new(inner: Inner, device: Device, vocab: usize, max_ctx: Option<usize>, weights: WeightBytes) -> Self {
+        CandleLm { inner, device, vocab, max_ctx, weights, applied: Vec::new(), len: 0, snapshots: Vec::new(), clock: 0 }
     }
 
     fn run(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor, LlmError> {
@@ -482,5 +498,9 @@ impl CausalLm for CandleLm {
         if self.rewind().is_ok() && self.len > 0 {
             self.take_snapshot();
         }
+    }
+
+    fn weight_bytes(&self) -> Option<WeightBytes> {
+        Some(self.weights)
     }
 }

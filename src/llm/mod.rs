@@ -1,16 +1,20 @@
 //! In-process LLM engine: model loading (GGUF / safetensors), tokenizer, chat template,
-//! generation with a KV cache, and JSON-schema-constrained decoding.
+//! generation with a KV cache, JSON-schema-constrained decoding, the device (CUDA selection, memory,
+//! copy bandwidth) and synthetic random-weight models for benchmarks.
 
 pub mod constraint;
+pub mod device;
 pub mod engine;
 pub mod fast;
+pub mod footprint;
 pub mod loader;
 pub mod model;
 pub mod resolve;
+pub mod synthetic;
 pub mod template;
 pub mod threads;
 pub mod tokenizer;
 
 pub use engine::{Engine, EngineOptions, GenerateOptions, Generation, ModelInfo, StopReason, Timings};
-pub use model::{CausalLm, LlmError};
+pub use model::{CausalLm, LlmError, WeightBytes};
 pub use template::ChatMessage;

@@ -9,6 +9,20 @@ pub enum LlmError {
     Msg(String),
 }
 
+/// The model's weights as loaded on its device (after any conversion the implementation makes:
+/// quantized blocks with their scales, or dequantized copies), from the tensors themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WeightBytes {
+    /// Weight elements (parameters), each tensor once (a tied embedding counts once).
+    pub params: u64,
+    /// Bytes the weights take on the device.
+    pub resident_bytes: u64,
+    /// Weight bytes one decode step reads: every matrix and vector once, but of the input
+    /// embedding only the one row looked up (the whole table when it doubles as the output layer).
+    /// The KV cache is not included (it grows with the position; weights dominate at short context).
+    pub per_token_bytes: u64,
+}
+
 /// A causal language model with its own KV cache.
 pub trait CausalLm: Send {
     /// Runs `tokens` at positions `start_pos..start_pos + tokens.len()`, appending to the KV cache,
@@ -22,4 +36,8 @@ pub trait CausalLm: Send {
     /// Hint: the current cache length is a prefix worth returning to (`truncate_cache` to it later
     /// should be cheap). Implementations whose cache truncates in place need not do anything.
     fn checkpoint(&mut self) {}
+    /// The weights as loaded (see [`WeightBytes`]); `None` when the implementation cannot say.
+    fn weight_bytes(&self) -> Option<WeightBytes> {
+        None
+    }
 }

@@ -25,7 +25,7 @@ use std::path::Path;
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::Device;
 
-use crate::llm::model::{CausalLm, LlmError};
+use crate::llm::model::{CausalLm, LlmError, WeightBytes};
 use kernels::{QAct, QType, QK};
 use pool::{Pool, SyncPtr};
 
@@ -284,6 +284,37 @@ impl FastLlama {
         &self.cfg
     }
 
+    /// The weights as this implementation holds them (its block buffers and f32 norms): a decode
+    /// step reads every matrix once and one row of the embedding (all of it when it is also the
+    /// output layer).
+    pub fn weight_bytes(&self) -> WeightBytes {
+        let mut w = WeightBytes::default();
+        let mut mat = |m: &QMat, per_token: u64| {
+            w.params += (m.rows * m.cols) as u64;
+            w.resident_bytes += m.data.len() as u64;
+            w.per_token_bytes += per_token;
+        };
+        match &self.output {
+            Some(o) => {
+                mat(&self.embd, self.embd.row_bytes() as u64);
+                mat(o, o.data.len() as u64);
+            }
+            None => mat(&self.embd, self.embd.data.len() as u64),
+        }
+        for l in &self.layers {
+            for m in [&l.wqkv, &l.wo, &l.wgu, &l.wdown] {
+                mat(m, m.data.len() as u64);
+            }
+        }
+        let vecs = std::iter::once(&self.out_norm).chain(self.layers.iter().flat_map(|l| [&l.attn_norm, &l.ffn_norm]));
+        for v in vecs {
+            w.params += v.len() as u64;
+            w.resident_bytes += 4 * v.len() as u64;
+            w.per_token_bytes += 4 * v.len() as u64;
+        }
+        w
+    }
+
     /// Forces the scalar kernels (for tests and comparisons).
     pub fn set_simd(&mut self, on: bool) {
         self.simd = on && kernels::has_avx2();
@@ -512,6 +543,9 @@ impl CausalLm for FastLlama {
     }
     fn vocab_size(&self) -> usize {
         self.output.as_ref().unwrap_or(&self.embd).rows
+    }
+    fn weight_bytes(&self) -> Option<WeightBytes> {
+        Some(FastLlama::weight_bytes(self))
     }
 }
 
