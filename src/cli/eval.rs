@@ -3,7 +3,6 @@
 //! and format, and can write the questions as JSONL for other models and tools.
 
 use crate::eval::{self, Condition, EvalModel, EvalOptions};
-use crate::llm::engine::EngineOptions;
 use crate::llm::Engine;
 use crate::render;
 use std::io::IsTerminal;
@@ -43,15 +42,8 @@ pub struct EvalArgs {
     /// Write the results to this file (atomically) instead of standard output.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
-    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the installed default).
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    /// cpu (default), cuda or cuda:N.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// CPU threads for the model.
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub model: super::generate::ModelArgs,
     /// Threads for parsing (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0)]
     pub jobs: usize,
@@ -76,7 +68,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     if a.no_llm {
         return Ok(if set.errors.is_empty() { 0 } else { 2 });
     }
-    let mut engine = Engine::load(&EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads })
+    let mut engine = Engine::load(&a.model.engine_options())
         .map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
     let show = std::io::stderr().is_terminal();
     let mut progress = |done: usize, total: usize| {
