@@ -51,7 +51,12 @@ fn pick_column(view: &SourceView) -> Option<usize> {
     None
 }
 
-/// Up to five hottest lines of a launch's source view (CUDA lines when the view has them).
+/// A line with less than this share of its counter is not worth a reader's attention.
+const MIN_HOT_LINE_PCT: f64 = 1.0;
+
+/// Up to five hottest lines of a launch's source view (CUDA lines when the view has them). Lines
+/// a reader cannot find (no text and no line number) and lines under [`MIN_HOT_LINE_PCT`] of the
+/// counter are left out.
 pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
     let Some(view) = &launch.source else { return vec![] };
     let Some(col) = pick_column(view) else { return vec![] };
@@ -69,6 +74,7 @@ pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
         .collect();
     ranked
         .into_iter()
+        .filter(|(v, r)| 100.0 * v / total >= MIN_HOT_LINE_PCT && (r.line.is_some() || !r.text.trim().is_empty()))
         .take(5)
         .map(|(v, r)| {
             let mut text = r.text.clone();

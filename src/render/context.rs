@@ -137,18 +137,9 @@ fn stalls_line(f: &crate::facts::Facts) -> String {
         .join(", ")
 }
 
-/// A source line shorter than this share of its counter is not worth an agent's tokens.
-const MIN_HOT_LINE_PCT: f64 = 1.0;
-
-/// Source lines the findings point at, largest share first, each line once; lines without text
-/// or location, or under [`MIN_HOT_LINE_PCT`], are left out.
+/// Source lines the findings point at, largest share first, each line once.
 fn hot_lines(k: &crate::explain::report::KernelExplanation) -> Vec<&crate::explain::report::SourceLine> {
-    let mut v: Vec<_> = k
-        .findings
-        .iter()
-        .flat_map(|f| f.source_lines.iter())
-        .filter(|s| s.share_pct >= MIN_HOT_LINE_PCT && (!s.text.trim().is_empty() || s.line.is_some()))
-        .collect();
+    let mut v: Vec<_> = k.findings.iter().flat_map(|f| f.source_lines.iter()).collect();
     v.sort_by(|a, b| b.share_pct.total_cmp(&a.share_pct));
     v.dedup_by(|a, b| a.file == b.file && a.line == b.line && a.text == b.text);
     v
