@@ -518,6 +518,8 @@ pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines
 fn verdict(la: &LaunchAnalysis) -> String {
     match la.findings.first() {
         Some(f) => format!("{}: {}", f.category.as_str(), f.claim),
+        // Without the metrics to place the regime, absence of findings says nothing.
+        None if la.diagnosis.regime == "unknown" => format!("not diagnosed ({})", la.diagnosis.summary),
         None => format!("no problem found ({})", la.diagnosis.summary),
     }
 }
