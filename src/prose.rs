@@ -166,6 +166,12 @@ impl Gate {
         if ctx.launch.metrics.contains_key(token) || ctx.facts.get(token).is_some() {
             return true;
         }
+        // The kernel's own identifiers ("fused_moe_kernel"), which the grounded grammar admits.
+        if token.contains(|c: char| c == '_' || c.is_ascii_digit() || c.is_ascii_uppercase())
+            && crate::grounding::identifiers(&ctx.launch.name).iter().any(|id| id == token)
+        {
+            return true;
+        }
         let lower = token.to_lowercase();
         if self.is_term(lower.trim_end_matches("()")) {
             return true;

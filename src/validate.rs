@@ -4,7 +4,10 @@
 //! matches the raw value within rounding, in the metric's unit, (3) its category agrees with the
 //! facts and the rule layer (no "memory-bound" when the rules say latency, no occupancy limiter
 //! the launch statistics contradict), (4) at least one citation is a metric the category rests
-//! on, and (5) no number in its claim, explanation or suggestions is absent from the profile.
+//! on, (5) no number in its claim, explanation or suggestions is absent from the profile, and (6)
+//! every qualitative comparison it makes ("high occupancy", "DRAM is saturated", "uncoalesced")
+//! agrees with the facts and the thresholds of `expert/comparisons.toml`. Under the grounded
+//! grammar ([`validate_grounded`]) every number must also be one of the launch's rendered values.
 //! Each failure is a reason naming the metric, value or word at fault.
 
 use crate::explain::report::{Citation, Finding};
@@ -12,6 +15,102 @@ use crate::facts::{BoundKind, Facts, Limiter};
 use crate::profile::Launch;
 use crate::rules::{self, Category};
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// Qualitative phrases and the facts that must agree with them.
+const COMPARISONS: &str = include_str!("../expert/comparisons.toml");
+
+#[derive(Debug, serde::Deserialize)]
+struct ComparisonTable {
+    comparison: Vec<Comparison>,
+}
+
+/// One entry of `expert/comparisons.toml`.
+#[derive(Debug, serde::Deserialize)]
+struct Comparison {
+    phrases: Vec<String>,
+    when: Vec<Condition>,
+    /// Every condition must hold (default: any one).
+    #[serde(default)]
+    all: bool,
+    /// What the phrase means, in words, for the reason.
+    means: String,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Condition {
+    fact: String,
+    op: String,
+    #[serde(default)]
+    value: Option<f64>,
+    /// Compare with another fact instead of a number.
+    #[serde(default)]
+    other: Option<String>,
+}
+
+fn comparisons() -> &'static [Comparison] {
+    static TABLE: OnceLock<Vec<Comparison>> = OnceLock::new();
+    TABLE.get_or_init(|| toml::from_str::<ComparisonTable>(COMPARISONS).expect("expert/comparisons.toml parses").comparison)
+}
+
+/// Words that make the phrase after them no claim ("no bank conflicts").
+const NEGATIONS: &[&str] = &["no", "not", "without", "little", "few", "never", "nor"];
+
+/// Qualitative comparisons in `text` that the facts contradict or cannot support, each a reason.
+pub fn comparison_errors(ctx: &Context, text: &str) -> Vec<String> {
+    let words: Vec<String> = text
+        .to_lowercase()
+        .replace('-', " ")
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '%' || c == '.'))
+        .map(|w| w.trim_matches('.').to_string())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut reasons = Vec::new();
+    for c in comparisons() {
+        for phrase in &c.phrases {
+            let p: Vec<&str> = phrase.split_whitespace().collect();
+            let claimed = (0..words.len().saturating_sub(p.len() - 1))
+                .any(|i| words[i..i + p.len()].iter().zip(&p).all(|(a, b)| a == b) && !(i > 0 && NEGATIONS.contains(&words[i - 1].as_str())));
+            if !claimed {
+                continue;
+            }
+            let results: Vec<Option<bool>> = c.when.iter().map(|cond| holds(ctx, cond)).collect();
+            let known: Vec<bool> = results.iter().flatten().copied().collect();
+            let ok = if known.is_empty() { false } else if c.all { known.iter().all(|x| *x) } else { known.iter().any(|x| *x) };
+            if !ok {
+                let facts: Vec<String> = c
+                    .when
+                    .iter()
+                    .filter_map(|cond| ctx.facts.get(&cond.fact).map(|f| format!("{} is {} {}", f.label, rules::fmt_num(f.value), f.unit)))
+                    .collect();
+                reasons.push(if facts.is_empty() {
+                    format!("\"{phrase}\" is not supported: the profile has none of the facts it needs ({})", c.means)
+                } else {
+                    format!("\"{phrase}\" contradicts the facts: {} (it means {})", facts.join(", "), c.means)
+                });
+            }
+            break;
+        }
+    }
+    reasons
+}
+
+/// Whether one condition holds; `None` when a fact it needs is absent.
+fn holds(ctx: &Context, cond: &Condition) -> Option<bool> {
+    let lhs = ctx.facts.get(&cond.fact)?.value;
+    let rhs = match (&cond.other, cond.value) {
+        (Some(o), _) => ctx.facts.get(o)?.value,
+        (None, Some(v)) => v,
+        (None, None) => return None,
+    };
+    Some(match cond.op.as_str() {
+        "<" => lhs < rhs,
+        "<=" => lhs <= rhs,
+        ">" => lhs > rhs,
+        ">=" => lhs >= rhs,
+        _ => return None,
+    })
+}
 
 /// Relative tolerance for a cited value (reports round to 3-4 significant digits).
 pub const VALUE_REL_TOLERANCE: f64 = 5e-3;
@@ -310,8 +409,30 @@ fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
     }
 }
 
+/// [`validate`] plus the grounded grammar's rule: every number in the text is one of the launch's
+/// rendered values (`grounding`), as written.
+pub fn validate_grounded(ctx: &Context, f: &Finding, grounding: &crate::grounding::Grounding) -> Result<(), Vec<String>> {
+    let mut reasons = validate_with(ctx, f, false).err().unwrap_or_default();
+    for (field, text) in [("claim", &f.claim), ("explanation", &f.explanation)].into_iter().chain(f.suggestions.iter().map(|s| ("suggestion", s))) {
+        for n in grounding.ungrounded(text) {
+            reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
+        }
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons)
+    }
+}
+
 /// Validates one finding; `Err` holds every reason it fails.
 pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
+    validate_with(ctx, f, true)
+}
+
+/// [`validate`]; `known_numbers`: check the text's numbers against every number the profile holds
+/// (the grounded check replaces it with the rendered values).
+fn validate_with(ctx: &Context, f: &Finding, known_numbers: bool) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
     if f.evidence.is_empty() {
         reasons.push("the finding cites no evidence".to_string());
@@ -333,13 +454,22 @@ pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
             ));
         }
     }
-    let known = ctx.known_numbers();
-    check_text_numbers(ctx, "claim", &f.claim, &known, &mut reasons);
-    check_text_numbers(ctx, "explanation", &f.explanation, &known, &mut reasons);
-    for s in &f.suggestions {
-        check_text_numbers(ctx, "suggestion", s, &known, &mut reasons);
+    if known_numbers {
+        let known = ctx.known_numbers();
+        check_text_numbers(ctx, "claim", &f.claim, &known, &mut reasons);
+        check_text_numbers(ctx, "explanation", &f.explanation, &known, &mut reasons);
+        for s in &f.suggestions {
+            check_text_numbers(ctx, "suggestion", s, &known, &mut reasons);
+        }
     }
     check_contradicting_words(ctx, f, &mut reasons);
+    for text in [&f.claim, &f.explanation].into_iter().chain(&f.suggestions) {
+        for r in comparison_errors(ctx, text) {
+            if !reasons.contains(&r) {
+                reasons.push(r);
+            }
+        }
+    }
     check_claim_topic(f, &mut reasons);
     if f.claim.trim().is_empty() {
         reasons.push("the claim is empty".into());
@@ -520,5 +650,41 @@ pub(crate) mod tests {
     fn numbers_are_extracted() {
         let n: Vec<f64> = numbers_in_text("use 1,024 threads, float4 and sm_90; 12.5% busy").into_iter().map(|x| x.1).collect();
         assert_eq!(n, vec![1024.0, 12.5]);
+    }
+
+    #[test]
+    fn a_wrong_comparison_is_refused() {
+        with_ctx(|ctx| {
+            // DRAM is at 88.1%, the SM at 12.5%, loads use 4 of 32 bytes per sector.
+            assert!(comparison_errors(ctx, "DRAM is saturated while the SMs are idle.").is_empty());
+            assert!(comparison_errors(ctx, "Loads are uncoalesced, so DRAM moves wasted sectors.").is_empty());
+            let wrong = comparison_errors(ctx, "DRAM is idle because the SMs are saturated.");
+            assert_eq!(wrong.len(), 2, "{wrong:?}");
+            assert!(wrong[0].contains("DRAM") && wrong[0].contains("88.1"), "{wrong:?}");
+            let coalesced = comparison_errors(ctx, "The loads are fully coalesced.");
+            assert_eq!(coalesced.len(), 1, "{coalesced:?}");
+            // A negated phrase is no claim; a phrase without the facts it needs is refused as a guess.
+            assert!(comparison_errors(ctx, "There are no register spills here.").is_empty());
+            let guess = comparison_errors(ctx, "The kernel has high occupancy.");
+            assert!(guess.len() == 1 && guess[0].contains("not supported"), "{guess:?}");
+            // validate() carries the comparison reasons.
+            let mut f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "Memory traffic sets the time of this kernel.");
+            f.explanation = "DRAM is idle while the loads wait.".into();
+            let r = validate(ctx, &f).unwrap_err();
+            assert!(r.iter().any(|x| x.contains("dram is idle")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn grounded_validation_refuses_numbers_not_rendered() {
+        with_ctx(|ctx| {
+            let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
+            let mut f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "DRAM is at 88.1% of peak, so memory traffic sets the time.");
+            f.explanation = "A fix that keeps the DRAM traffic saves at most 11.9% of the time.".into();
+            assert_eq!(validate_grounded(ctx, &f, &g), Ok(()));
+            f.explanation = "A fix that keeps the DRAM traffic saves at most 12% of the time.".into();
+            let r = validate_grounded(ctx, &f, &g).unwrap_err();
+            assert!(r.iter().any(|x| x.contains("12%")), "{r:?}");
+        });
     }
 }

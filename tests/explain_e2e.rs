@@ -16,7 +16,8 @@ fn keet(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_keet"))
         .args(args)
         .env("KEET_CACHE", cache)
-        .env_remove("KEET_MODEL")
+        // Pipeline mechanics on the small model; tests/explain_default_model.rs runs the default.
+        .env("KEET_MODEL", "smollm2-135m-instruct")
         .output()
         .expect("keet runs")
 }

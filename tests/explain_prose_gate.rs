@@ -28,7 +28,7 @@ fn corpus(rel: &str) -> String {
 fn explain(path: &str, cache: &Path, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["explain", "--format", "json", "--top", "2", "--max-findings", "1", path];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_keet")).args(&args).env("KEET_CACHE", cache).env_remove("KEET_MODEL").output().expect("keet runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_keet")).args(&args).env("KEET_CACHE", cache).env("KEET_MODEL", "smollm2-135m-instruct").output().expect("keet runs");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON report")
 }

@@ -25,7 +25,7 @@ fn truncated_model_is_a_clear_error() {
     if std::env::var("KEET_SKIP_MODEL_TESTS").map(|v| v == "1").unwrap_or(false) {
         return;
     }
-    let src = keet::llm::resolve::resolve_model(None)
+    let src = keet::llm::resolve::resolve_model(Some("smollm2-135m-instruct"))
         .unwrap_or_else(|e| panic!("this test needs the default model: {e} (KEET_SKIP_MODEL_TESTS=1 skips it)"));
     let bytes = std::fs::read(src.location.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();

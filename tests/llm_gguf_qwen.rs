@@ -96,7 +96,7 @@ fn quantized_qwen2_and_qwen3_gguf_run() {
     if llm_support::skip() {
         return;
     }
-    let resolved = resolve_model(None).unwrap_or_else(|e| panic!("this test needs the default model: {e}"));
+    let resolved = resolve_model(Some(llm_support::TEST_MODEL)).unwrap_or_else(|e| panic!("this test needs the default model: {e}"));
     let mut f = std::fs::File::open(resolved.location.path()).unwrap();
     let source = gguf_file::Content::read(&mut f).unwrap();
     for arch in ["qwen2", "qwen3"] {

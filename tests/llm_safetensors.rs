@@ -99,7 +99,7 @@ fn safetensors_models_of_each_family_run() {
     if llm_support::skip() {
         return;
     }
-    let resolved = resolve_model(None).unwrap_or_else(|e| panic!("this test needs the default model: {e}"));
+    let resolved = resolve_model(Some(llm_support::TEST_MODEL)).unwrap_or_else(|e| panic!("this test needs the default model: {e}"));
     let gguf_tok = Tokenizer::from_gguf(GgufFile::open(resolved.location.path()).unwrap().metadata()).unwrap();
     for family in ["llama", "qwen2", "qwen3"] {
         let dir = tempfile::tempdir().unwrap();

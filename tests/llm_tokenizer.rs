@@ -12,7 +12,7 @@ fn tokenizer_ids_match_reference() {
     if llm_support::skip() {
         return;
     }
-    let resolved = resolve_model(None).unwrap_or_else(|e| panic!("the tokenizer test needs the default model: {e}"));
+    let resolved = resolve_model(Some(llm_support::TEST_MODEL)).unwrap_or_else(|e| panic!("the tokenizer test needs the default model: {e}"));
     let path = match &resolved.location {
         ModelLocation::Gguf(p) => p.clone(),
         other => panic!("the tokenizer test needs the default GGUF model, found {other:?}"),

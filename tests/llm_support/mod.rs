@@ -13,10 +13,14 @@ pub fn skip() -> bool {
     false
 }
 
-/// Loads the model through keet's normal resolution (1 thread: tests run side by side).
+/// The model the engine-mechanics tests run: SmolLM2-135M (installed by `.ci/run` beside the
+/// default); the default model's own tests are few (tests/explain_default_model.rs).
+pub const TEST_MODEL: &str = "smollm2-135m-instruct";
+
+/// Loads [`TEST_MODEL`] through keet's normal resolution (1 thread: tests run side by side).
 /// Fails with keet's own message (where it looked, how to install) when the model is absent.
 pub fn engine() -> Engine {
-    let opts = EngineOptions { model: None, device: Some("cpu".into()), threads: Some(1) };
+    let opts = EngineOptions { model: Some(TEST_MODEL.into()), device: Some("cpu".into()), threads: Some(1) };
     match Engine::load(&opts) {
         Ok(e) => e,
         Err(e) => panic!("the LLM tests need the default model: {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip them)"),
