@@ -582,46 +582,42 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
             let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
             gen.max_tokens = token_budget(&schema);
             let messages: Vec<ChatMessage> = vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
-            let mut messages = messages;
-            let mut first_reasons: Option<Vec<String>> = None;
             // One constrained attempt, then at most one re-ask with the validator's reasons.
-            for attempt in 0..=REPAIR_ATTEMPTS {
-                let g = engine.generate(&messages, &gen, Some(&schema))?;
-                let reasons = match serde_json::from_str::<Explanation>(&g.text) {
-                    Ok(mut e) => {
-                        // Runs of spaces collapse; the text is validated as shown.
-                        let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-                        e.summary = tidy(&e.summary);
-                        e.causes = e.causes.iter().map(|c| tidy(c)).collect();
-                        let mut seen = std::collections::HashSet::new();
-                        e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
-                        match validate_explanation(&e, &bctx, &actx, k.direction) {
-                            Ok(()) => {
-                                k.explanation = Some(e);
-                                k.explanation_status = ExplanationStatus::Validated;
-                                k.explanation_repaired = attempt > 0;
-                                k.dropped_reasons = first_reasons.take().unwrap_or_default();
-                                validated += 1;
-                                break;
-                            }
-                            Err(r) => r,
-                        }
-                    }
-                    Err(e) => vec![format!("the model's output was not complete JSON ({e}; stop: {:?})", g.stop_reason)],
-                };
-                if attempt == REPAIR_ATTEMPTS {
-                    k.dropped_reasons = first_reasons.take().unwrap_or_else(|| reasons.clone());
-                    if attempt > 0 {
-                        k.dropped_reasons.extend(reasons.iter().map(|r| format!("after the re-ask: {r}")));
+            let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
+            let direction = k.direction;
+            let outcome = crate::llm::ask::ask(
+                engine,
+                question,
+                |e: &mut Explanation| {
+                    // Runs of spaces collapse; the text is validated as shown.
+                    let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+                    e.summary = tidy(&e.summary);
+                    e.causes = e.causes.iter().map(|c| tidy(c)).collect();
+                    let mut seen = std::collections::HashSet::new();
+                    e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
+                    validate_explanation(e, &bctx, &actx, direction)
+                },
+                |reasons| prompt("repair", &json!({ "reasons": reasons })).map_err(CompareError::from),
+            )?;
+            let repaired = outcome.repaired();
+            let mut refusals = outcome.refusals.into_iter();
+            let first = refusals.next().unwrap_or_default();
+            match outcome.accepted {
+                Some(e) => {
+                    k.explanation = Some(e);
+                    k.explanation_status = ExplanationStatus::Validated;
+                    k.explanation_repaired = repaired;
+                    k.dropped_reasons = first;
+                    validated += 1;
+                }
+                None => {
+                    k.dropped_reasons = first;
+                    for later in refusals {
+                        k.dropped_reasons.extend(later.iter().map(|r| format!("after the re-ask: {r}")));
                     }
                     k.explanation_status = ExplanationStatus::Dropped;
                     dropped += 1;
-                    break;
                 }
-                messages.truncate(2);
-                messages.push(ChatMessage::assistant(g.text.clone()));
-                messages.push(ChatMessage::user(prompt("repair", &json!({ "reasons": reasons }))?));
-                first_reasons = Some(reasons);
             }
         }
     }

@@ -670,69 +670,71 @@ fn explain_with_model(
     let system = prompt::system(opts.prose.as_str())?;
     let user = prompt::kernel(&ctx, &kernel_facts, opts.max_findings)?;
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
-    let mut accepted: Vec<(Finding, Origin)> = Vec::new();
     let mut dropped: Vec<DroppedFinding> = Vec::new();
-    let mut pending: Vec<(Finding, Vec<String>)> = Vec::new();
     let mut counts = ProseCounts::default();
-    let g = engine.generate(&messages, &gen, Some(&schema))?;
-    match serde_json::from_str::<ModelOutput>(&g.text) {
-        Ok(out) => {
-            for mut f in out.findings {
-                // The grammar cannot express uniqueness: drop repeated citations.
+    // The shared ask loop: the findings that validate are kept; while none does, the model is
+    // re-asked (still under the schema) with the validator's reasons. Findings refused beside an
+    // accepted one are reported as dropped.
+    let mut refused_beside: Vec<(Finding, Vec<String>)> = Vec::new();
+    let question = crate::llm::ask::Ask { messages: messages.clone(), schema: &schema, options: gen.clone(), reasks: opts.repair_attempts };
+    let outcome = crate::llm::ask::ask(
+        engine,
+        question,
+        |out: &mut ModelOutput| {
+            refused_beside.clear();
+            let mut kept: Vec<Finding> = Vec::new();
+            let mut reasons_all: Vec<String> = Vec::new();
+            for mut f in std::mem::take(&mut out.findings) {
+                // The grammar cannot express uniqueness: drop repeated citations and categories.
                 let mut seen = std::collections::HashSet::new();
                 f.evidence.retain(|c| seen.insert(c.metric.clone()));
-                if accepted.iter().any(|s| s.0.category == f.category) || pending.iter().any(|p| p.0.category == f.category) {
+                if kept.iter().any(|k| k.category == f.category) {
                     continue;
                 }
                 match validate::validate_grounded(&ctx, &f, grounding) {
-                    Ok(()) => accepted.push((f, Origin::Llm)),
-                    Err(reasons) => pending.push((f, reasons)),
-                }
-            }
-        }
-        Err(e) => {
-            // Only possible when the token budget cut the output short.
-            dropped.push(DroppedFinding {
-                finding: placeholder(),
-                reasons: vec![format!("the model's output was not complete JSON ({e}; stop: {:?})", g.stop_reason)],
-            });
-        }
-    }
-    // Repair: a bounded, still-constrained re-ask with the validator's reasons.
-    for (f, reasons) in pending {
-        let mut fixed = None;
-        let mut last_reasons = reasons.clone();
-        counts.reasked += sentence_count(&f);
-        for _ in 0..opts.repair_attempts {
-            messages.truncate(2);
-            messages.push(ChatMessage::assistant(serde_json::to_string(&serde_json::json!({"findings": [&f]})).unwrap_or_default()));
-            messages.push(ChatMessage::user(prompt::repair(&last_reasons)?));
-            let g = engine.generate(&messages, &gen, Some(&schema))?;
-            if let Ok(out) = serde_json::from_str::<ModelOutput>(&g.text) {
-                if let Some(mut nf) = out.findings.into_iter().find(|n| n.category == f.category) {
-                    let mut seen = std::collections::HashSet::new();
-                    nf.evidence.retain(|c| seen.insert(c.metric.clone()));
-                    match validate::validate_grounded(&ctx, &nf, grounding) {
-                        Ok(()) => {
-                            fixed = Some(nf);
-                            break;
-                        }
-                        Err(r) => last_reasons = r,
+                    Ok(()) => kept.push(f),
+                    Err(reasons) => {
+                        reasons_all.extend(reasons.iter().map(|r| format!("{}: {r}", f.category.as_str())));
+                        refused_beside.push((f, reasons));
                     }
                 }
             }
-        }
-        match fixed {
-            Some(nf) if !accepted.iter().any(|s| s.0.category == nf.category) => {
-                stats.llm_findings_repaired += 1;
-                // The repaired finding's sentences are counted (shown or replaced) below.
-                counts.reasked = counts.reasked + sentence_count(&nf) - sentence_count(&f);
-                accepted.push((nf, Origin::LlmRepaired));
+            if kept.is_empty() {
+                return Err(if reasons_all.is_empty() { vec!["the answer holds no finding".into()] } else { reasons_all });
             }
-            _ => {
+            out.findings = kept;
+            Ok(())
+        },
+        |reasons| prompt::repair(reasons).map_err(ExplainError::from),
+    )?;
+    let repaired = outcome.repaired();
+    let mut accepted: Vec<(Finding, Origin)> = Vec::new();
+    match outcome.accepted {
+        Some(out) => {
+            if repaired {
+                stats.llm_findings_repaired += out.findings.len();
+                // The first answer's sentences were re-asked; the accepted ones are counted below.
+                counts.reasked += out.findings.iter().map(sentence_count).sum::<usize>();
+            }
+            let origin = if repaired { Origin::LlmRepaired } else { Origin::Llm };
+            accepted.extend(out.findings.into_iter().map(|f| (f, origin)));
+            for (f, reasons) in refused_beside {
                 counts.replaced += sentence_count(&f);
-                dropped.push(DroppedFinding { finding: f, reasons })
+                dropped.push(DroppedFinding { finding: f, reasons });
             }
+        }
+        None => {
+            let reasons: Vec<String> = outcome
+                .refusals
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| r.iter().map(move |x| if i == 0 { x.clone() } else { format!("after the re-ask: {x}") }))
+                .collect();
+            let finding = outcome.last_refused.and_then(|o| o.findings.into_iter().next()).or_else(|| refused_beside.pop().map(|f| f.0));
+            let n = finding.as_ref().map(sentence_count).unwrap_or(0);
+            counts.reasked += n;
+            counts.replaced += n;
+            dropped.push(DroppedFinding { finding: finding.unwrap_or_else(placeholder), reasons });
         }
     }
     // The prose gate: every sentence, one re-ask for those that fail, then the expert text.

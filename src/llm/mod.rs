@@ -2,6 +2,7 @@
 //! generation with a KV cache, JSON-schema-constrained decoding, the device (CUDA selection, memory,
 //! copy bandwidth) and synthetic random-weight models for benchmarks.
 
+pub mod ask;
 pub mod constraint;
 pub mod device;
 pub mod engine;
