@@ -241,7 +241,9 @@ impl Gate {
         if tokens.len() < 3 {
             reasons.push("it is not a sentence (fewer than three words)".into());
         }
-        let unknown: Vec<&str> = tokens.iter().copied().filter(|t| !self.token_ok(ctx, t)).collect();
+        // "FP8/INT8/INT4", "loads/stores": each part on its own.
+        let unknown: Vec<&str> =
+            tokens.iter().copied().filter(|t| !(self.token_ok(ctx, t) || (t.contains('/') && t.split('/').all(|p| !p.is_empty() && self.token_ok(ctx, p))))).collect();
         if !unknown.is_empty() {
             reasons.push(format!("it uses words that are not English or GPU terms: {}", unknown.join(", ")));
         }
@@ -253,7 +255,13 @@ impl Gate {
         if plain.last().is_some_and(|w| self.no_final_words.contains(w)) || text.contains(",.") || text.contains(";.") || text.contains(", .") {
             reasons.push("it ends mid-sentence".into());
         }
-        for pair in plain.windows(2) {
+        // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int").
+        let whole: Vec<String> = text
+            .split(|c: char| c.is_whitespace() || c == '/')
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+            .filter(|w| !w.is_empty() && w.chars().all(char::is_alphabetic))
+            .collect();
+        for pair in whole.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             if a.len() >= 3 && b.len() >= 3 && (a == b || b.strip_suffix('s') == Some(a) || a.strip_suffix('s') == Some(b)) {
                 reasons.push(format!("it stutters (\"{a} {b}\")"));

@@ -1,6 +1,8 @@
-//! `keet bench explain`: time to first finding, kernels explained per minute with the model, the
-//! warm-cache time of the same run, and for each prose mode (`--prose free,guided,choose`) how many
-//! model sentences the prose gate let through, re-asked and replaced, with five sample sentences.
+//! `keet bench explain`: time to first finding, seconds per kernel with the model, the warm-cache
+//! time of the same run, and for each prose mode (`--prose free,guided,choose`) how many model
+//! sentences were shown, re-asked and replaced (the share shown), how many shown sentences carry a
+//! number that is not the kernel's own or fail the prose gate when checked again (both must be 0),
+//! with five sample sentences. `--corpus DIR` runs every profile in the corpus's MANIFEST.tsv.
 
 use crate::explain::report::{ExplainReport, Writer};
 use crate::explain::{self, ExplainOptions, ProseMode};
@@ -12,6 +14,9 @@ use std::time::Instant;
 pub struct ExplainBenchArgs {
     /// Profiles to explain (default: the H200 decode report of ../shared/corpus).
     pub profiles: Vec<PathBuf>,
+    /// Every profile listed in DIR/MANIFEST.tsv (e.g. ../shared/corpus), after PROFILES.
+    #[arg(long, value_name = "DIR")]
+    pub corpus: Option<PathBuf>,
     /// Kernels to explain per profile.
     #[arg(long, default_value_t = 3)]
     pub top: usize,
@@ -50,14 +55,20 @@ pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, Stri
 }
 
 pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
-    let profiles = if a.profiles.is_empty() {
-        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep")]
-    } else {
-        a.profiles.clone()
-    };
-    for p in &profiles {
-        println!("profile: {}", p.display());
+    let mut profiles = a.profiles.clone();
+    if let Some(dir) = &a.corpus {
+        let manifest = dir.join("MANIFEST.tsv");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| anyhow::anyhow!("{}: {e}", manifest.display()))?;
+        for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let file = line.split('\t').next().unwrap_or_default();
+            profiles.push(dir.join(file));
+        }
     }
+    if profiles.is_empty() {
+        profiles.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"));
+    }
+    let load = || std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "unknown".into());
+    println!("{} profiles; load average at start: {}", profiles.len(), load());
     for &mode in &a.prose {
         let dir = tempfile::tempdir()?;
         let opts = ExplainOptions {
@@ -91,6 +102,20 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
             s1_all.llm_findings_repaired += s1.llm_findings_repaired;
             s1_all.llm_findings_dropped += s1.llm_findings_dropped;
             s1_all.prose.add(&s1.prose);
+            s1_all.shown_ungrounded += s1.shown_ungrounded;
+            s1_all.shown_gate_flagged += s1.shown_gate_flagged;
+            s1_all.generate_s += s1.generate_s;
+            s1_all.kernels_asked += s1.kernels_asked;
+            println!(
+                "  {}: {} kernels, {} asked the model, sentences shown/re-asked/replaced {}/{}/{}, {:.1} s",
+                p.display(),
+                s1.kernels_explained,
+                s1.kernels_asked,
+                s1.prose.shown,
+                s1.prose.reasked,
+                s1.prose.replaced,
+                s1.total_s
+            );
             reports.push(cold);
         }
         let gen_s = (cold_s - load_s - parse_s).max(1e-9);
@@ -105,6 +130,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         println!("time to first finding:      {:.2} s", first.unwrap_or(0.0));
         println!("cold run total:             {cold_s:.2} s");
         println!("kernels per minute (model): {:.2}", kernels as f64 * 60.0 / gen_s);
+        if s1_all.kernels_asked > 0 {
+            println!("seconds per kernel (model): {:.1} ({} kernels asked)", s1_all.generate_s / s1_all.kernels_asked as f64, s1_all.kernels_asked);
+        }
         println!(
             "model findings shown / repaired / dropped: {} / {} / {}",
             s1_all.llm_findings_shown, s1_all.llm_findings_repaired, s1_all.llm_findings_dropped
@@ -117,6 +145,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
             pct(c.shown),
             pct(written.saturating_sub(c.reasked))
         );
+        println!("share of model sentences shown: {:.1}% (target >= 80%)", pct(c.shown));
+        println!("shown with an ungrounded number: {} (target 0)", s1_all.shown_ungrounded);
+        println!("shown but flagged by the prose gate: {} (target 0)", s1_all.shown_gate_flagged);
         let with_text = reports.iter().flat_map(|r| &r.kernels).filter(|k| k.prose.shown > 0).count();
         println!("kernels with model text:    {with_text} of {kernels}");
         let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
@@ -129,6 +160,7 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         }
         println!("warm-cache run:             {warm_s:.3} s ({from_cache} of {kernels} kernels from the cache, model loaded: {loaded_warm})");
         println!("warm output identical:      {same}");
+        println!("load average at end:        {}", load());
     }
     Ok(0)
 }

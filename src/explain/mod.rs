@@ -141,6 +141,14 @@ pub struct RunStats {
     pub llm_findings_dropped: usize,
     /// Model sentences shown / re-asked / replaced by expert text.
     pub prose: ProseCounts,
+    /// Shown model sentences with a number that is not one of the kernel's rendered values (audit; 0 expected).
+    pub shown_ungrounded: usize,
+    /// Shown model sentences the prose gate flags when checked again on their own (audit; 0 expected).
+    pub shown_gate_flagged: usize,
+    /// Seconds spent generating (model calls only).
+    pub generate_s: f64,
+    /// Kernels the model was asked about.
+    pub kernels_asked: usize,
     pub total_s: f64,
 }
 
@@ -320,7 +328,11 @@ pub fn explain_table(
                         model = Some(Model { engine, info });
                     }
                     let m = model.as_mut().expect("model loaded above");
-                    explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?
+                    let tg = Instant::now();
+                    let found = explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?;
+                    stats.generate_s += tg.elapsed().as_secs_f64();
+                    stats.kernels_asked += 1;
+                    found
                 } else {
                     rules_only(launch, &la, &source_lines_all)
                 };
@@ -854,6 +866,21 @@ fn explain_with_model(
     }
     stats.llm_findings_shown += shown.iter().filter(|s| s.origin != Origin::Rules).count();
     stats.llm_findings_dropped += dropped.len();
+    // Audit what a reader will see: every model sentence shown, checked again on its own.
+    for s in &shown {
+        let Some(to) = &s.text_origin else { continue };
+        let f = &s.finding;
+        let fields = [(Field::Claim, &f.claim, to.claim), (Field::Explanation, &f.explanation, to.explanation)]
+            .into_iter()
+            .chain(f.suggestions.iter().zip(&to.suggestions).enumerate().map(|(i, (t, w))| (Field::Suggestion(i), t, *w)));
+        for (field, text, writer) in fields {
+            if writer == Writer::Expert {
+                continue;
+            }
+            stats.shown_ungrounded += usize::from(!grounding.ungrounded(text).is_empty());
+            stats.shown_gate_flagged += usize::from(!gate.check_field(&ctx, f.category, field, text, &[]).is_empty());
+        }
+    }
     stats.prose.add(&counts);
     // The rule layer fills every gap the model left, marked as such.
     for r in &la.findings {

@@ -205,10 +205,6 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
                 None => String::new(),
             };
             let _ = writeln!(out, "{}. {} ({}{bound}): {}", i + 1, r.category.as_str(), serde_json::to_value(r.severity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), r.claim);
-            if i == 0 {
-                let _ = writeln!(out, "   Why: {}", r.explanation);
-                let _ = writeln!(out, "   Expert fix: {}", r.suggestion);
-            }
         }
     }
     for m in &la.diagnosis.missing {
