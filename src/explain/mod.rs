@@ -313,6 +313,9 @@ pub fn explain_table(
                             ModelSource::None => unreachable!("model_sha is None without a model"),
                         };
                         let tl = Instant::now();
+                        if opts.progress {
+                            eprintln!("keet: loading {} ...", resolved.location.path().display());
+                        }
                         let engine = Engine::load_resolved(
                             &resolved,
                             opts.engine.device.as_deref().unwrap_or("cpu"),
@@ -329,8 +332,14 @@ pub fn explain_table(
                     }
                     let m = model.as_mut().expect("model loaded above");
                     let tg = Instant::now();
+                    if opts.progress {
+                        eprintln!("keet: [{}/{}] asking {} about {} ...", rank + 1, n_chosen, m.info.name, trunc_name(&group.name, 60));
+                    }
                     let found = explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?;
                     stats.generate_s += tg.elapsed().as_secs_f64();
+                    if opts.progress {
+                        eprintln!("keet: [{}/{}] done in {:.1} s", rank + 1, n_chosen, tg.elapsed().as_secs_f64());
+                    }
                     stats.kernels_asked += 1;
                     found
                 } else {
@@ -403,6 +412,15 @@ pub fn explain_table(
     let prose_mode = model_info.as_ref().map(|_| opts.prose.as_str().to_string());
     let report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table, prose_mode);
     Ok((report, stats))
+}
+
+/// A kernel name cut to `max` characters for a progress line.
+fn trunc_name(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_string()
+    } else {
+        format!("{}...", name.chars().take(max).collect::<String>())
+    }
 }
 
 /// Assembles the whole report from the explained kernels; report-level aggregates are computed

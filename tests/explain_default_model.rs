@@ -1,0 +1,87 @@
+//! The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) explains: `keet explain --top 1` on two
+//! corpus profiles shows model text on the top kernel of each, and every model sentence shown is
+//! checked again here, independently of the code path that let it through: it passes the prose
+//! gate, every number in it is one of the kernel's own rendered values (the grounding keet's
+//! prompt and grammar are built from), and its comparisons agree with the facts.
+//!
+//! The slowest test of the suite (tens of seconds per kernel on 2 cores), so it is the only one
+//! that runs the default model; engine mechanics run on SmolLM2 elsewhere.
+
+use keet::explain::{prompt, select, source};
+use keet::validate::Context;
+use std::path::Path;
+use std::process::Command;
+
+const PROFILES: [&str; 2] = ["rtx4090-lashi/transpose.ncu-rep", "h800-sglang/fa2_fwd.ncu-rep"];
+
+fn corpus(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel).display().to_string()
+}
+
+#[test]
+fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
+    if std::env::var("KEET_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("KEET_SKIP_MODEL_TESTS=1: skipping a test that needs the model");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gate = keet::prose::gate();
+    let mut failures = Vec::new();
+    for rel in PROFILES {
+        let path = corpus(rel);
+        let out = Command::new(env!("CARGO_BIN_EXE_keet"))
+            .args(["explain", "--format", "json", "--top", "1", "--threads", "2", &path])
+            .env("KEET_CACHE", dir.path().join("cache.sqlite3"))
+            .env_remove("KEET_MODEL")
+            .output()
+            .expect("keet runs");
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        assert!(doc["model"]["name"].as_str().unwrap().contains("qwen2.5-coder-1.5b"), "{}", doc["model"]);
+        let profiles = vec![keet::profile::read_path(Path::new(&path)).unwrap()];
+        let groups = select::group_kernels(&profiles);
+        let mut shown_here = 0;
+        for k in doc["kernels"].as_array().unwrap() {
+            let name = k["kernel"]["name"].as_str().unwrap();
+            let g = groups.iter().find(|g| g.group.name == name).unwrap_or_else(|| panic!("kernel {name} not in {rel}"));
+            let launch = g.launch(&profiles);
+            let la = keet::analysis::analyse_launch_in(launch, Some(g.group.time_share_pct));
+            let ctx = Context { launch, facts: &la.facts, rules: &la.findings };
+            let lines = source::hot_lines(launch, &[]);
+            let grounding = prompt::kernel_facts(&ctx, &la, &g.group, &lines).grounding;
+            for f in k["findings"].as_array().unwrap() {
+                let to = &f["text_origin"];
+                if to.is_null() {
+                    continue;
+                }
+                let category = keet::rules::Category::parse(f["category"].as_str().unwrap()).unwrap();
+                let mut fields = vec![(keet::prose::Field::Claim, &f["claim"], &to["claim"]), (keet::prose::Field::Explanation, &f["explanation"], &to["explanation"])];
+                for (i, (s, w)) in f["suggestions"].as_array().unwrap().iter().zip(to["suggestions"].as_array().unwrap()).enumerate() {
+                    fields.push((keet::prose::Field::Suggestion(i), s, w));
+                }
+                for (field, text, writer) in fields {
+                    if writer != "model" {
+                        continue;
+                    }
+                    let text = text.as_str().unwrap();
+                    println!("{rel} [{}] {text}", category.as_str());
+                    shown_here += 1;
+                    let reasons = gate.check_field(&ctx, category, field, text, &[]);
+                    if !reasons.is_empty() {
+                        failures.push(format!("{rel}: gate: {text:?}: {reasons:?}"));
+                    }
+                    let ungrounded = grounding.ungrounded(text);
+                    if !ungrounded.is_empty() {
+                        failures.push(format!("{rel}: ungrounded numbers {ungrounded:?} in {text:?}"));
+                    }
+                    let wrong = keet::validate::comparison_errors(&ctx, text);
+                    if !wrong.is_empty() {
+                        failures.push(format!("{rel}: comparisons {wrong:?} in {text:?}"));
+                    }
+                }
+            }
+        }
+        assert!(shown_here > 0, "{rel}: no model sentence shown on its top kernel: {}", doc["kernels"][0]);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
