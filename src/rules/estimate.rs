@@ -9,7 +9,8 @@
 
 use super::thresholds as t;
 use super::Category;
-use crate::facts::{utilisation, Facts};
+use super::regime::utilisation;
+use crate::facts::Facts;
 use serde::Serialize;
 
 /// Which units' work a fix reduces.

@@ -13,12 +13,14 @@
 
 pub mod estimate;
 pub mod kind;
-pub mod profile;
+pub mod profile_view;
+pub mod regime;
 pub mod text;
 
 use crate::facts::{BoundKind, Fact, Facts, Limiter};
 use crate::profile::{Launch, NcuRuleResult};
 pub use kind::{Family, KernelKind};
+pub use regime::derive_facts;
 use serde::Serialize;
 
 /// Every number the rules compare against, in one place. Each says where it comes from.
@@ -303,7 +305,7 @@ pub struct Brief {
 
 /// The family and primary problem of one launch, without rendering any words.
 pub fn brief(launch: &Launch) -> Brief {
-    let facts = crate::facts::derive(launch);
+    let facts = regime::derive_facts(launch);
     let kind = kind::recognise(&launch.name, &facts);
     let mut b = Builder { f: &facts, kind: &kind, out: Vec::new(), words: false };
     findings_into(&mut b);
@@ -377,7 +379,7 @@ fn findings_into(b: &mut Builder) {
     use serde_json::json;
     let (f, kind) = (b.f, b.kind);
     let regime = f.bound.as_ref().map(|x| x.kind);
-    let units = crate::facts::utilisation(f);
+    let units = regime::utilisation(f);
     let busiest = units.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
     let busiest_mem = units.iter().copied().filter(|u| u.0 != "SM").max_by(|a, b| a.1.total_cmp(&b.1));
     let sm = v(&f.sm_throughput_pct);
@@ -881,7 +883,7 @@ fn ncu_rule_relieves(rule: &str) -> estimate::Relieves {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::derive;
+    use super::regime::derive_facts as derive;
     use crate::profile::{Launch, Metric, MetricValue};
 
     fn launch(metrics: &[(&str, f64)]) -> Launch {
