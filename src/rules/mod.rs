@@ -1,10 +1,12 @@
-//! Diagnosis: each launch's regime, its causes ranked by the share of time they can explain, and
-//! estimates that physics allows; every threshold is in [`thresholds`], every formula and bound in
-//! [`estimate`] (written up in `docs/estimates.md`), every word in `expert/findings.toml` ([`text`]),
-//! and what a kernel is (library, generated, warp-specialised) in [`kind`].
+//! Diagnosis: each launch's regime ([`regime`]), its causes ranked by the share of elapsed time they
+//! can explain, and estimates that physics allows. Every threshold is in [`thresholds`], every rule a
+//! function in [`causes`] returning a typed candidate, every formula and bound in [`estimate`]
+//! (written up in `docs/estimates.md`), every word in `expert/findings.toml` ([`text`]), and what a
+//! kernel is (library, generated, warp-specialised) in [`kind`].
 //!
 //! Findings are structured data (category, severity, the fact keys they rest on, an upper-bound
-//! estimate and what bounds it); later stages validate LLM findings against them.
+//! estimate and what bounds it); later stages validate LLM findings against them. Candidates are
+//! bounded, graded and ranked first; words are rendered last.
 //! Ordering: first the causes that can explain the regime (for a memory-bound launch, those that
 //! reduce memory traffic) with an estimate of at least [`thresholds::SEVERITY_MEDIUM_PCT`], then the
 //! regime itself (memory-, compute-, latency- or launch-bound), then the rest, each group by
