@@ -433,6 +433,12 @@ pub fn measure(launch: &Launch) -> Facts {
     families::clock(&r, &mut f);
     f.roofline = families::roofline(&r, f.duration_ns.as_ref());
     f.artifacts = r.artifacts.take();
+    if f.artifacts.iter().any(|a| a.reason.contains("unified memory")) {
+        // The DRAM byte counters read 0 there too: no DRAM bytes, no intensity against them.
+        f.roofline.dram_bytes = None;
+        f.roofline.arithmetic_intensity = None;
+        f.roofline.pct_of_roof = None;
+    }
     f
 }
 

@@ -113,7 +113,7 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
         ("global_store_bytes_per_sector", v(&f.global_store_bytes_per_sector), "stores use", "stores"),
     ] {
         // Every direction whose waste alone reaches the reporting threshold is named.
-        if let Some(x) = val.filter(|x| *x < 32.0 * (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0)) {
+        if let Some(x) = val.filter(|x| *x > 0.0 && *x < 32.0 * (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0)) {
             facts.push(key);
             parts.push(format!("{what} {} of 32 bytes per sector", fmt_num(x)));
             dirs.push(dir);

@@ -133,8 +133,9 @@ pub fn coalescing_waste_source(f: &Facts) -> Option<(f64, bool)> {
     if let Some(e) = v(&f.global_excessive_sectors_pct) {
         return Some((e, false));
     }
-    let ld = v(&f.global_load_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
-    let st = v(&f.global_store_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
+    // 0 bytes per sector is no access through the LSU at all (TMA copies, no stores), not waste.
+    let ld = v(&f.global_load_bytes_per_sector).filter(|b| *b > 0.0).map(|b| 1.0 - (b / 32.0).min(1.0));
+    let st = v(&f.global_store_bytes_per_sector).filter(|b| *b > 0.0).map(|b| 1.0 - (b / 32.0).min(1.0));
     let (nl, ns) = (v(&f.global_load_sectors), v(&f.global_store_sectors));
     let waste = match (ld, st, nl, ns) {
         (Some(a), Some(b), Some(x), Some(y)) if x + y > 0.0 => (a * x + b * y) / (x + y),
@@ -389,6 +390,9 @@ mod tests {
             ..Facts::default()
         };
         assert!(coalescing_waste(&f).unwrap() < 0.1);
+        // A direction with 0 bytes per sector moved nothing through the LSU (TMA): no waste, no finding.
+        let tma = Facts { global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 0.0), ..Facts::default() };
+        assert_eq!(coalescing_waste(&tma), None);
         // ncu's excessive-sectors share wins when present.
         let f = Facts { global_excessive_sectors_pct: fact("global_excessive_sectors_pct", 0.0), ..f };
         assert_eq!(coalescing_waste(&f), Some(0.0));

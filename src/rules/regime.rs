@@ -158,6 +158,7 @@ mod tests {
         let f = derive(&l);
         assert!(f.dram_throughput_pct.is_none(), "DRAM at 0 on unified memory is no measurement");
         assert!(f.artifacts.iter().any(|a| a.reason.contains("unified memory")));
+        assert!(f.roofline.dram_bytes.is_none(), "the DRAM byte counters read 0 too");
         let b = f.bound.unwrap();
         assert_eq!((b.kind, b.busiest_unit), (BoundKind::Memory, Some("L2")));
         // Without the integrated flag, zero DRAM bytes while L2 moves data says the same.
