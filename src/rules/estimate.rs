@@ -63,7 +63,15 @@ pub struct Cap {
 pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
     let rel = relieves(c);
     let mut best: Option<Cap> = None;
-    for (unit, pct, _) in utilisation(f) {
+    let mut units: Vec<(&'static str, f64)> = utilisation(f).into_iter().map(|u| (u.0, u.1)).collect();
+    // L1/TEX measured only in its "active" form still bounds a fix that does not relieve it (the form
+    // is at least the elapsed one, so the bound stays on the safe side); the regime never reads it.
+    if !units.iter().any(|u| u.0 == "L1/TEX") {
+        if let Some(l1) = f.l1_throughput_pct.as_ref().filter(|x| x.value <= crate::facts::MAX_PCT_OF_PEAK) {
+            units.push(("L1/TEX", l1.value.min(100.0)));
+        }
+    }
+    for (unit, pct) in units {
         if relieves_unit(rel, unit) {
             continue;
         }
