@@ -164,7 +164,7 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
         Some(est.estimate_pct),
         json!({
             "dir": dir, "detail": parts.join(", "), "waste": est.waste_pct, "global_share": est.global_share_pct,
-            "unit": est.unit, "unit_pct": est.unit_pct, "stall_share": est.stall_share_pct, "saturated": est.stall_share_pct.is_none() && est.unit_pct >= t::SOL_SATURATED_PCT,
+            "unit": est.unit, "unit_pct": est.unit_pct, "unit_measured": est.unit_key.is_some(), "stall_share": est.stall_share_pct, "saturated": est.stall_share_pct.is_none() && est.unit_pct >= t::SOL_SATURATED_PCT,
         }),
     ))
 }

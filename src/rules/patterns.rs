@@ -91,9 +91,13 @@ fn coalescing_from_l2_side_counters() {
         ("l1tex__m_l1tex2xbar_write_bytes.sum", 12.0 * 32.0 * 1e6),
         ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", 1e6),
     ]));
-    let st = f.global_store_sectors_per_request.unwrap();
+    let st = f.global_store_sectors_per_request.as_ref().unwrap();
     assert_eq!(st.value, 12.0);
     assert!(st.label.contains("xbar"));
+    // No throughput measured: the words say so rather than inventing a utilisation.
+    let fs = evaluate(&f);
+    let c = fs.iter().find(|x| x.category == Category::MemoryCoalescing).expect("12 sectors per request");
+    assert!(c.explanation.contains("no memory throughput was measured"), "{}", c.explanation);
 }
 
 /// 3. Every warp reduces into one address: red requests, one sector each, warps waiting on memory and
