@@ -95,7 +95,7 @@ pub fn analyse_launch(launch: &Launch) -> LaunchAnalysis {
 /// One launch whose kernel takes `time_share_pct` of the profile's time (severity follows the
 /// estimated gain in time of the profile); `None`: judged alone.
 pub fn analyse_launch_in(launch: &Launch, time_share_pct: Option<f64>) -> LaunchAnalysis {
-    let facts = facts::derive(launch);
+    let facts = rules::derive_facts(launch);
     let share = time_share_pct.unwrap_or(100.0);
     let RuleReport { findings, ncu_rules, diagnosis } = rules::evaluate_launch(launch, &facts, share);
     LaunchAnalysis {

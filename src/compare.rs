@@ -888,7 +888,7 @@ mod tests {
     #[test]
     fn validator_rejects_wrong_values_and_directions() {
         let (bl, al) = (launch(1000.0, 80.0), launch(1300.0, 40.0));
-        let (bf, af) = (crate::facts::derive(&bl), crate::facts::derive(&al));
+        let (bf, af) = (crate::rules::derive_facts(&bl), crate::rules::derive_facts(&al));
         let (br, ar) = (rules::evaluate(&bf), rules::evaluate(&af));
         let b = Context { launch: &bl, facts: &bf, rules: &br };
         let a = Context { launch: &al, facts: &af, rules: &ar };

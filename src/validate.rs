@@ -518,7 +518,7 @@ pub(crate) mod tests {
 
     fn with_ctx(f: impl FnOnce(&Context)) {
         let l = launch();
-        let facts = crate::facts::derive(&l);
+        let facts = crate::rules::derive_facts(&l);
         let rules = crate::rules::evaluate(&facts);
         f(&Context { launch: &l, facts: &facts, rules: &rules });
     }

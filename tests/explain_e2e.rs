@@ -152,7 +152,7 @@ fn h200_details_and_report_with_model_then_cache() {
     let headroom: Vec<f64> = known.iter().filter(|k| (0.0..=100.0).contains(*k)).map(|k| 100.0 - k).collect();
     known.extend(headroom);
     // The whole-profile section aggregates over every kernel (sums, gains in µs, the launch cost): its
-    // numbers are pinned by the unit tests of `rules::profile`; the kernels' sections are checked here.
+    // numbers are pinned by the unit tests of `rules::profile_view`; the kernels' sections are checked here.
     let kernels_text = match (text.find("Whole profile"), text.find("\n#1 ")) {
         (Some(a), Some(b)) if a < b => format!("{}{}", &text[..a], &text[b..]),
         _ => text.clone(),

@@ -39,7 +39,7 @@ mod rule_layer {
 
     /// The rule layer's findings for one launch, as kebab-case category names, primary first.
     pub fn categories(launch: &Launch) -> Vec<String> {
-        let facts = keet::facts::derive(launch);
+        let facts = keet::rules::derive_facts(launch);
         keet::rules::evaluate(&facts).iter().map(|f| f.category.as_str().to_string()).collect()
     }
 

@@ -23,10 +23,10 @@ fn schema() -> jsonschema::Validator {
 }
 
 /// The profile view over every launch of the profile (each launch its own kernel).
-fn profile_view_of(analyses: &[keet::analysis::LaunchAnalysis]) -> keet::rules::profile::ProfileView {
+fn profile_view_of(analyses: &[keet::analysis::LaunchAnalysis]) -> keet::rules::profile_view::ProfileView {
     let kernels: Vec<_> = analyses
         .iter()
-        .map(|a| keet::rules::profile::KernelTime {
+        .map(|a| keet::rules::profile_view::KernelTime {
             name: a.name.clone(),
             block_size: a.block_size,
             grid_size: a.grid_size,
@@ -37,7 +37,7 @@ fn profile_view_of(analyses: &[keet::analysis::LaunchAnalysis]) -> keet::rules::
             primary: a.findings.first().map(|f| f.category.as_str().to_string()),
         })
         .collect();
-    keet::rules::profile::profile_view(&kernels)
+    keet::rules::profile_view::profile_view(&kernels)
 }
 
 /// A report over the `top` longest launches of one corpus profile (each launch its own kernel),

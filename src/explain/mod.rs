@@ -437,7 +437,7 @@ pub fn build_report(
     table: crate::batch::BatchTable,
     prose_mode: Option<String>,
 ) -> ExplainReport {
-    let profile = rules::profile::profile_view(&kernel_times(&table));
+    let profile = rules::profile_view::profile_view(&kernel_times(&table));
     ExplainReport {
         schema: EXPLAIN_SCHEMA.into(),
         keet_version: env!("CARGO_PKG_VERSION").into(),
@@ -478,13 +478,13 @@ fn resolve_recorded(info: &ModelInfo, opts: &ExplainOptions) -> Result<crate::ll
 
 /// Every kernel group of the batch as the profile view needs it: family, time, and the estimated
 /// gain of its representative's primary problem (recorded in the table by the first pass).
-pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile::KernelTime> {
+pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view::KernelTime> {
     table
         .groups
         .iter()
         .map(|g| {
             let total = g.total_duration_ns.value();
-            rules::profile::KernelTime {
+            rules::profile_view::KernelTime {
                 name: g.name.clone(),
                 block_size: g.block_size,
                 grid_size: g.grid_size,

@@ -193,7 +193,7 @@ pub struct ExplainReport {
     pub errors: Vec<FileError>,
     /// The whole profile (or batch): `families` and `profile_findings` at the top level.
     #[serde(flatten)]
-    pub profile: crate::rules::profile::ProfileView,
+    pub profile: crate::rules::profile_view::ProfileView,
     /// The settings the report was made with (what `keet merge` checks parts agree on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<crate::batch::ReportSettings>,

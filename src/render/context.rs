@@ -104,7 +104,7 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
 fn units_line(f: &crate::facts::Facts) -> String {
     use crate::rules::fmt_num;
     let mut parts = Vec::new();
-    let units = crate::facts::utilisation(f);
+    let units = crate::rules::regime::utilisation(f);
     if !units.is_empty() {
         let u: Vec<String> = units.iter().map(|(name, pct, _)| format!("{name} {}%", fmt_num(*pct))).collect();
         parts.push(format!("{} of peak", u.join(", ")));

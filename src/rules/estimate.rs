@@ -9,7 +9,8 @@
 
 use super::thresholds as t;
 use super::Category;
-use crate::facts::{utilisation, Facts};
+use super::regime::utilisation;
+use crate::facts::Facts;
 use serde::Serialize;
 
 /// Which units' work a fix reduces.
@@ -62,7 +63,15 @@ pub struct Cap {
 pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
     let rel = relieves(c);
     let mut best: Option<Cap> = None;
-    for (unit, pct, _) in utilisation(f) {
+    let mut units: Vec<(&'static str, f64)> = utilisation(f).into_iter().map(|u| (u.0, u.1)).collect();
+    // L1/TEX measured only in its "active" form still bounds a fix that does not relieve it (the form
+    // is at least the elapsed one, so the bound stays on the safe side); the regime never reads it.
+    if !units.iter().any(|u| u.0 == "L1/TEX") {
+        if let Some(l1) = f.l1_throughput_pct.as_ref().filter(|x| x.value <= crate::facts::MAX_PCT_OF_PEAK) {
+            units.push(("L1/TEX", l1.value.min(100.0)));
+        }
+    }
+    for (unit, pct) in units {
         if relieves_unit(rel, unit) {
             continue;
         }
@@ -124,15 +133,17 @@ pub fn divergent_branches(divergent_pct: f64) -> f64 {
     t::DIVERGENT_BRANCH_COST * divergent_pct
 }
 
-/// Wasted share of global sectors (docs/estimates.md, "memory-coalescing"): per direction
-/// `1 - bytes used / 32`, weighted by the sectors each direction moves when the counts are known.
-/// Returns `(estimate %, wasted share of all global L1 sectors %)`.
-pub fn coalescing_waste(f: &Facts) -> Option<f64> {
+/// Wasted share of global sectors (docs/estimates.md, "memory-coalescing"): ncu's excessive sectors,
+/// else per direction `1 - bytes used / 32`, weighted by the sectors each direction moves when the
+/// counts are known, else (sectors per request alone) `1 - 4 / sectors per request`, 4 being what a
+/// warp of 4-byte words needs. Returns `(waste %, from sectors per request alone)`.
+pub fn coalescing_waste_source(f: &Facts) -> Option<(f64, bool)> {
     if let Some(e) = v(&f.global_excessive_sectors_pct) {
-        return Some(e);
+        return Some((e, false));
     }
-    let ld = v(&f.global_load_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
-    let st = v(&f.global_store_bytes_per_sector).map(|b| 1.0 - (b / 32.0).min(1.0));
+    // 0 bytes per sector is no access through the LSU at all (TMA copies, no stores), not waste.
+    let ld = v(&f.global_load_bytes_per_sector).filter(|b| *b > 0.0).map(|b| 1.0 - (b / 32.0).min(1.0));
+    let st = v(&f.global_store_bytes_per_sector).filter(|b| *b > 0.0).map(|b| 1.0 - (b / 32.0).min(1.0));
     let (nl, ns) = (v(&f.global_load_sectors), v(&f.global_store_sectors));
     let waste = match (ld, st, nl, ns) {
         (Some(a), Some(b), Some(x), Some(y)) if x + y > 0.0 => (a * x + b * y) / (x + y),
@@ -141,16 +152,133 @@ pub fn coalescing_waste(f: &Facts) -> Option<f64> {
         // Both directions but no counts: the loads usually dominate; the smaller waste is the safe side.
         (Some(a), Some(b), _, _) => a.min(b),
         (None, None, ..) => {
-            // Only sectors per request: 16 sectors is the most an aligned 16-byte access can need.
             let spr = [v(&f.global_load_sectors_per_request), v(&f.global_store_sectors_per_request)].into_iter().flatten().fold(0.0, f64::max);
-            if spr > t::MAX_SECTORS_PER_REQUEST {
-                1.0 - t::MAX_SECTORS_PER_REQUEST / spr
-            } else {
-                return None;
+            if spr > t::IDEAL_SECTORS_PER_REQUEST {
+                return Some((100.0 * (1.0 - t::IDEAL_SECTORS_PER_REQUEST / spr), true));
             }
+            return None;
         }
     };
-    Some(100.0 * waste)
+    Some((100.0 * waste, false))
+}
+
+/// The wasted share of global sectors (see [`coalescing_waste_source`]).
+pub fn coalescing_waste(f: &Facts) -> Option<f64> {
+    coalescing_waste_source(f).map(|w| w.0)
+}
+
+/// How much of a memory unit's time the launch waits on (docs/estimates.md, "what the warps wait on"):
+/// 1 when the unit is saturated (at or above `SOL_SATURATED_PCT`: its queue sets the pace), else the
+/// share of the waiting warps' stall cycles spent on that kind of access, when stalls were collected.
+/// Returns `(factor 0..=1, the stall share used %)`.
+pub fn wait_factor(unit_pct: f64, stall_share_pct: Option<f64>) -> (f64, Option<f64>) {
+    if unit_pct >= t::SOL_SATURATED_PCT {
+        return (1.0, None);
+    }
+    match stall_share_pct {
+        Some(s) => ((s / 100.0).clamp(0.0, 1.0), Some(s)),
+        None => (1.0, None),
+    }
+}
+
+/// A memory-traffic estimate: what share of the time a fix of some traffic can explain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrafficEstimate {
+    /// Share of the relevant sectors the fix removes, %.
+    pub waste_pct: f64,
+    /// Share of the memory traffic that is global (the rest is local memory), %.
+    pub global_share_pct: f64,
+    /// The busiest memory unit, its utilisation and fact key.
+    pub unit: &'static str,
+    pub unit_pct: f64,
+    pub unit_key: Option<&'static str>,
+    /// The stall share used (None: the unit is saturated, or no stalls were collected).
+    pub stall_share_pct: Option<f64>,
+    /// Whether the waste comes from sectors per request alone.
+    pub from_sectors_per_request: bool,
+    /// The estimate, % of the launch's time (before [`cap`]).
+    pub estimate_pct: f64,
+}
+
+/// Uncoalesced global access (docs/estimates.md, "memory-coalescing"): wasted sectors cost time only
+/// as far as the memory system is what the launch waits on, so
+/// `waste x global share of traffic x busiest memory unit's utilisation x wait factor`.
+pub fn coalescing(f: &Facts) -> Option<TrafficEstimate> {
+    let (waste, from_spr) = coalescing_waste_source(f)?;
+    let global_share = v(&f.local_traffic_pct).map_or(100.0, |l| (100.0 - l).clamp(0.0, 100.0));
+    let mem = super::regime::busiest_memory(f);
+    let (unit, unit_pct, unit_key) = mem.map_or(("the memory system", 100.0, None), |m| (m.0, m.1, Some(m.2)));
+    let (factor, stall) = wait_factor(unit_pct, v(&f.stall_memory_share_pct));
+    let est = waste * (global_share / 100.0) * (unit_pct / 100.0) * factor;
+    Some(TrafficEstimate {
+        waste_pct: waste,
+        global_share_pct: global_share,
+        unit,
+        unit_pct,
+        unit_key,
+        stall_share_pct: stall,
+        from_sectors_per_request: from_spr,
+        estimate_pct: est,
+    })
+}
+
+/// Local memory (docs/estimates.md, "register-spilling"): removing it removes its share of the traffic,
+/// so `local share x busiest memory unit's utilisation x wait factor`. `None` without the local share.
+pub fn local_memory(f: &Facts) -> Option<TrafficEstimate> {
+    let share = v(&f.local_traffic_pct)?;
+    let (unit, unit_pct, unit_key) = super::regime::busiest_memory(f).map(|m| (m.0, m.1, Some(m.2)))?;
+    let (factor, stall) = wait_factor(unit_pct, v(&f.stall_memory_share_pct));
+    Some(TrafficEstimate {
+        waste_pct: share,
+        global_share_pct: 100.0 - share,
+        unit,
+        unit_pct,
+        unit_key,
+        stall_share_pct: stall,
+        from_sectors_per_request: false,
+        estimate_pct: share * unit_pct / 100.0 * factor,
+    })
+}
+
+/// A bank-conflict estimate, on the same scale as every other cause.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConflictEstimate {
+    /// Extra wavefronts per busy SM (when cycles were measured).
+    pub per_sm: Option<f64>,
+    /// The extra wavefronts' share of the elapsed cycles, % (or the conflicting share of the SM's work).
+    pub pipe_share_pct: Option<f64>,
+    /// The shared-memory stall share used (None: L1/shared is saturated, or no stalls were collected).
+    pub stall_share_pct: Option<f64>,
+    pub estimate_pct: Option<f64>,
+}
+
+/// Shared-memory bank conflicts (docs/estimates.md, "shared-bank-conflicts"): the extra wavefronts'
+/// share of the elapsed cycles ([`bank_conflicts`]), or without cycles the conflicting share of the
+/// SM's work, times the wait factor on shared memory (MIO throttle + short scoreboard) unless L1/TEX
+/// (where shared memory lives) is saturated.
+pub fn shared_conflicts(f: &Facts, conflict_pct: f64) -> ConflictEstimate {
+    let measured = bank_conflicts(f);
+    let pipe = measured.map(|m| m.0).or_else(|| v(&f.sm_throughput_pct).map(|s| conflict_pct * s / 100.0));
+    let l1 = v(&f.l1_throughput_pct).or(v(&f.sm_throughput_pct)).unwrap_or(0.0).min(100.0);
+    let (factor, stall) = wait_factor(l1, v(&f.stall_shared_share_pct));
+    ConflictEstimate { per_sm: measured.map(|m| m.1), pipe_share_pct: pipe, stall_share_pct: stall, estimate_pct: pipe.map(|p| p * factor) }
+}
+
+/// FP64 (docs/estimates.md, "fp64"): the FP64 pipe's busy share, less what the same work costs in FP32
+/// (1/ratio of it on this GPU; half when the ratio is unknown).
+pub fn fp64(pipe_pct: f64, fp32_to_fp64_ratio: Option<f64>) -> f64 {
+    match fp32_to_fp64_ratio {
+        Some(r) if r >= 1.0 => pipe_pct * (1.0 - 1.0 / r),
+        _ => pipe_pct * 0.5,
+    }
+}
+
+/// Contended atomics (docs/estimates.md, "atomics-contention"): half the busiest L2 slice's atomic busy
+/// time, or, when contention shows in the stalls, the share of stall cycles waiting on memory and drain.
+pub fn atomics(l2_atomic_busy_pct: Option<f64>, waiting_share_pct: Option<f64>) -> f64 {
+    let by_unit = l2_atomic_busy_pct.map_or(0.0, |a| a * 0.5);
+    let by_wait = waiting_share_pct.unwrap_or(0.0);
+    by_unit.max(by_wait)
 }
 
 /// Occupancy (docs/estimates.md, "occupancy"): more warps can at most fill the empty warp slots.
@@ -270,11 +398,14 @@ mod tests {
             ..Facts::default()
         };
         assert!(coalescing_waste(&f).unwrap() < 0.1);
+        // A direction with 0 bytes per sector moved nothing through the LSU (TMA): no waste, no finding.
+        let tma = Facts { global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 0.0), ..Facts::default() };
+        assert_eq!(coalescing_waste(&tma), None);
         // ncu's excessive-sectors share wins when present.
         let f = Facts { global_excessive_sectors_pct: fact("global_excessive_sectors_pct", 0.0), ..f };
         assert_eq!(coalescing_waste(&f), Some(0.0));
-        // 32 sectors per request with nothing else known: at least half of them are wasted.
+        // 32 sectors per request with nothing else known: 4 would do for 4-byte words.
         let f = Facts { global_load_sectors_per_request: fact("global_load_sectors_per_request", 32.0), ..Facts::default() };
-        assert_eq!(coalescing_waste(&f), Some(50.0));
+        assert_eq!(coalescing_waste(&f), Some(87.5));
     }
 }
