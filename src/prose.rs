@@ -78,6 +78,8 @@ struct Config {
     contradiction: Vec<Contradiction>,
     topics: BTreeMap<String, Vec<String>>,
     suggestion_verbs: Vec<String>,
+    not_actionable_for_others: Vec<String>,
+    never_actionable: Vec<String>,
 }
 
 /// The loaded gate: word lists and vocabulary.
@@ -91,6 +93,10 @@ pub struct Gate {
     contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
     topics: BTreeMap<Category, Vec<String>>,
     suggestion_verbs: HashSet<String>,
+    /// Suggestion phrases refused for library, generated and framework kernels.
+    not_actionable_for_others: Vec<Vec<String>>,
+    /// Suggestion phrases refused for every kernel.
+    never_actionable: Vec<Vec<String>>,
 }
 
 fn regime(s: &str) -> Result<BoundKind, GateError> {
@@ -146,6 +152,8 @@ impl Gate {
             contradictions,
             topics,
             suggestion_verbs: cfg.suggestion_verbs.into_iter().collect(),
+            not_actionable_for_others: cfg.not_actionable_for_others.iter().map(|p| words_of(p)).collect(),
+            never_actionable: cfg.never_actionable.iter().map(|p| words_of(p)).collect(),
         })
     }
 
@@ -305,6 +313,24 @@ impl Gate {
             let first = plain_words(text).into_iter().next().unwrap_or_default();
             if !self.suggestion_verbs.contains(&first) {
                 r.push(format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
+            }
+            let words = words_of(&text.replace('-', " "));
+            for phrase in &self.never_actionable {
+                if contains_phrase(&words, phrase) {
+                    r.push(format!("it asks for \"{}\", which nobody can change in their code", phrase.join(" ")));
+                }
+            }
+            let kind = crate::rules::kind::recognise(&ctx.launch.name, ctx.facts);
+            if kind.origin != crate::rules::kind::Origin::User {
+                for phrase in &self.not_actionable_for_others {
+                    if contains_phrase(&words, phrase) {
+                        r.push(format!(
+                            "\"{}\" is the {} kernel's own choice; suggest shapes, dtype, batching, fusion, library configuration or CUDA Graphs",
+                            phrase.join(" "),
+                            kind.library.as_deref().unwrap_or(kind.origin.as_str())
+                        ));
+                    }
+                }
             }
         }
         r
