@@ -39,12 +39,17 @@ pub struct LlmBenchArgs {
     /// Wrap the prompt in the model's chat template as the user message (as the peer's --chat).
     #[arg(long)]
     pub chat: bool,
-    /// Also run llama.cpp (python3 ../shared/bench/llama_cpp_peer.py) on the same model and prompt.
+    /// Also run llama.cpp (../shared/bench/xllamacpp_peer.py, the prebuilt xllamacpp wheel) on the
+    /// same model, prompt and threads.
     #[arg(long)]
     pub peer: bool,
     /// Path of the peer script.
-    #[arg(long, default_value = "../shared/bench/llama_cpp_peer.py")]
+    #[arg(long, default_value = "../shared/bench/xllamacpp_peer.py")]
     pub peer_script: PathBuf,
+    /// Python interpreter of the peer (a venv with `pip install xllamacpp==2026.10.11549`, or
+    /// llama-cpp-python for llama_cpp_peer.py) [default: KEET_PEER_PYTHON, else python3].
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -290,17 +295,33 @@ fn run_peer(a: &LlmBenchArgs, model: &str, text: &str) -> Result<Value, String> 
     if !a.peer_script.is_file() {
         return Err(format!("{} not found", a.peer_script.display()));
     }
-    let probe = std::process::Command::new("python3").args(["-c", "import llama_cpp"]).output();
+    let python = a
+        .peer_python
+        .clone()
+        .or_else(|| std::env::var_os("KEET_PEER_PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let xllamacpp = a.peer_script.file_name().is_some_and(|n| n.to_string_lossy().contains("xllamacpp"));
+    let (module, install) = if xllamacpp {
+        ("xllamacpp", "pip install xllamacpp==2026.10.11549")
+    } else {
+        ("llama_cpp", "pip install llama-cpp-python==0.3.36")
+    };
+    let probe = std::process::Command::new(&python).args(["-c", &format!("import {module}")]).output();
     match probe {
         Ok(o) if o.status.success() => {}
-        _ => return Err("python3 cannot import llama_cpp (pip install llama-cpp-python==0.3.36)".into()),
+        _ => {
+            return Err(format!(
+                "{} cannot import {module} ({install} in a venv, then --peer-python VENV/bin/python or KEET_PEER_PYTHON)",
+                python.display()
+            ))
+        }
     }
     let dir = std::env::temp_dir().join(format!("keet-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let prompt = dir.join("prompt.txt");
     std::fs::write(&prompt, text).map_err(|e| e.to_string())?;
     let threads = crate::llm::threads::configured().unwrap_or(1);
-    let mut cmd = std::process::Command::new("python3");
+    let mut cmd = std::process::Command::new(&python);
     cmd.arg(&a.peer_script).arg(model).arg(&prompt).args([
         "--threads",
         &threads.to_string(),
