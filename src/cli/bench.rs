@@ -130,15 +130,18 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     if a.tokens == 0 {
         anyhow::bail!("--tokens must be at least 1 (decode speed needs decoded tokens)");
     }
-    // The memory ceiling of decode: measured on the device before the model takes its memory.
     let threads = crate::llm::threads::configure(a.model.threads);
-    let bw = {
-        let device = crate::llm::device::parse_device(&a.model.device)?;
-        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
-    };
     let text = match &a.prompt_file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
+    };
+    // The peer runs first, while this process is small: a child reports the larger of its own
+    // peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec).
+    let peer = if a.peer {
+        let model = crate::llm::resolve::resolve_model(a.model.model.as_deref())?;
+        Some(run_peer(&a, &model.location.path().to_string_lossy(), &text))
+    } else {
+        None
     };
     let t0 = Instant::now();
     let mut engine = Engine::load(&a.model.engine_options())?;
@@ -169,7 +172,6 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         (pp_s, t.elapsed().as_secs_f64())
     };
     let weights = engine.model_mut().weight_bytes();
-    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
     engine.reset();
 
     // Constraint mask time over a constrained generation.
@@ -225,10 +227,15 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         },
         "peak_rss_mb": peak_rss_mb().map(r1),
     });
+    // The memory ceiling of decode, measured after the peak memory is read (its two copy buffers
+    // would count as the model's).
+    let bw = {
+        let device = crate::llm::device::parse_device(&a.model.device)?;
+        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
+    };
+    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
     let mut keet = keet;
     super::bench_synthetic::merge(&mut keet, &limit);
-
-    let peer = if a.peer { Some(run_peer(&a, &engine.info.path.to_string_lossy(), &text)) } else { None };
 
     if a.json {
         let mut out = json!({ "keet": keet });

@@ -284,3 +284,18 @@ fn installed_qwen_matches_candle() {
     }
     eprintln!("greedy tokens {tokens:?}");
 }
+
+/// A GGUF file cut short names the tensor that runs past the end and its byte range; the fast
+/// engine, handed such bytes without that check, names the tensor and offset too. No panic.
+#[test]
+fn truncated_gguf_names_tensor_and_offset() {
+    let bytes = synthetic_qwen_gguf("qwen2");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    std::fs::write(&path, &bytes[..bytes.len() - 1000]).unwrap();
+    let e = crate::llm::loader::GgufFile::open(&path).err().expect("a truncated file must not open").to_string();
+    assert!(e.contains("cut.gguf") && e.contains("tensor ") && e.contains("bytes") && e.contains("truncated"), "{e}");
+    let ct = gguf_file::Content::read(&mut Cursor::new(&bytes[..])).unwrap();
+    let e = FastLlama::from_gguf(&ct, &bytes[..bytes.len() / 2], 1).err().expect("half a file must not load").to_string();
+    assert!(e.contains("read tensor ") && e.contains("byte offset") && e.contains("truncated"), "{e}");
+}
