@@ -114,7 +114,7 @@ pub(crate) fn synthetic_qwen_gguf(arch: &str) -> Vec<u8> {
 
 enum CandleQwen {
     Two(Box<quantized_qwen2::ModelWeights>),
-    Three(quantized_qwen3::ModelWeights),
+    Three(Box<quantized_qwen3::ModelWeights>),
 }
 
 impl CandleQwen {
@@ -123,7 +123,7 @@ impl CandleQwen {
         let ct = gguf_file::Content::read(&mut r).unwrap();
         match ct.metadata["general.architecture"].to_string().unwrap().as_str() {
             "qwen2" => CandleQwen::Two(Box::new(quantized_qwen2::ModelWeights::from_gguf(ct, &mut r, &Device::Cpu).unwrap())),
-            _ => CandleQwen::Three(quantized_qwen3::ModelWeights::from_gguf(ct, &mut r, &Device::Cpu).unwrap()),
+            _ => CandleQwen::Three(Box::new(quantized_qwen3::ModelWeights::from_gguf(ct, &mut r, &Device::Cpu).unwrap())),
         }
     }
     fn forward(&mut self, toks: &[u32], pos: usize) -> Vec<f32> {
