@@ -2,7 +2,7 @@
 //! same families), with the architecture taken from the file's metadata / `config.json`.
 //!
 //! [`load_model`] is the single place that picks the implementation of [`CausalLm`]: the fast CPU
-//! Llama implementation (`src/llm/fast/`) can be selected here for llama-architecture GGUF on CPU.
+//! implementation (`src/llm/fast/`) is selected here for Llama, Qwen2 and Qwen3 GGUF on CPU.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -163,16 +163,16 @@ impl Arch {
 /// Options for [`load_gguf_model`].
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Use keet's own CPU Llama implementation (`src/llm/fast/`) for llama-architecture GGUF on CPU,
-    /// falling back to candle when it cannot load the file. Default: `KEET_LLM_IMPL=fast`.
+    /// Use keet's own CPU implementation (`src/llm/fast/`) for Llama / Qwen2 / Qwen3 GGUF on CPU,
+    /// falling back to candle (with a note) when it cannot load the file. Default: `KEET_LLM_IMPL=fast`.
     pub prefer_fast: bool,
     /// CPU threads for the fast implementation.
     pub threads: usize,
 }
 
 impl LoadOptions {
-    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU Llama, see
-    /// `src/llm/fast`; candle-transformers for every other architecture and device).
+    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU engine for
+    /// Llama / Qwen2 / Qwen3, see `src/llm/fast`; candle-transformers on other devices).
     pub fn from_env(threads: usize) -> Self {
         let prefer_fast = !std::env::var("KEET_LLM_IMPL").map(|v| v.eq_ignore_ascii_case("candle")).unwrap_or(false);
         LoadOptions { prefer_fast, threads }
