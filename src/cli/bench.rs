@@ -39,12 +39,17 @@ pub struct LlmBenchArgs {
     /// Wrap the prompt in the model's chat template as the user message (as the peer's --chat).
     #[arg(long)]
     pub chat: bool,
-    /// Also run llama.cpp (python3 ../shared/bench/llama_cpp_peer.py) on the same model and prompt.
+    /// Also run llama.cpp (../shared/bench/xllamacpp_peer.py, the prebuilt xllamacpp wheel) on the
+    /// same model, prompt and threads.
     #[arg(long)]
     pub peer: bool,
     /// Path of the peer script.
-    #[arg(long, default_value = "../shared/bench/llama_cpp_peer.py")]
+    #[arg(long, default_value = "../shared/bench/xllamacpp_peer.py")]
     pub peer_script: PathBuf,
+    /// Python interpreter of the peer (a venv with `pip install xllamacpp==2026.10.11549`, or
+    /// llama-cpp-python for llama_cpp_peer.py) [default: KEET_PEER_PYTHON, else python3].
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -125,15 +130,18 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     if a.tokens == 0 {
         anyhow::bail!("--tokens must be at least 1 (decode speed needs decoded tokens)");
     }
-    // The memory ceiling of decode: measured on the device before the model takes its memory.
     let threads = crate::llm::threads::configure(a.model.threads);
-    let bw = {
-        let device = crate::llm::device::parse_device(&a.model.device)?;
-        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
-    };
     let text = match &a.prompt_file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
+    };
+    // The peer runs first, while this process is small: a child reports the larger of its own
+    // peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec).
+    let peer = if a.peer {
+        let model = crate::llm::resolve::resolve_model(a.model.model.as_deref())?;
+        Some(run_peer(&a, &model.location.path().to_string_lossy(), &text))
+    } else {
+        None
     };
     let t0 = Instant::now();
     let mut engine = Engine::load(&a.model.engine_options())?;
@@ -164,7 +172,6 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         (pp_s, t.elapsed().as_secs_f64())
     };
     let weights = engine.model_mut().weight_bytes();
-    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
     engine.reset();
 
     // Constraint mask time over a constrained generation.
@@ -220,10 +227,15 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         },
         "peak_rss_mb": peak_rss_mb().map(r1),
     });
+    // The memory ceiling of decode, measured after the peak memory is read (its two copy buffers
+    // would count as the model's).
+    let bw = {
+        let device = crate::llm::device::parse_device(&a.model.device)?;
+        super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
+    };
+    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
     let mut keet = keet;
     super::bench_synthetic::merge(&mut keet, &limit);
-
-    let peer = if a.peer { Some(run_peer(&a, &engine.info.path.to_string_lossy(), &text)) } else { None };
 
     if a.json {
         let mut out = json!({ "keet": keet });
@@ -290,17 +302,33 @@ fn run_peer(a: &LlmBenchArgs, model: &str, text: &str) -> Result<Value, String> 
     if !a.peer_script.is_file() {
         return Err(format!("{} not found", a.peer_script.display()));
     }
-    let probe = std::process::Command::new("python3").args(["-c", "import llama_cpp"]).output();
+    let python = a
+        .peer_python
+        .clone()
+        .or_else(|| std::env::var_os("KEET_PEER_PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let xllamacpp = a.peer_script.file_name().is_some_and(|n| n.to_string_lossy().contains("xllamacpp"));
+    let (module, install) = if xllamacpp {
+        ("xllamacpp", "pip install xllamacpp==2026.10.11549")
+    } else {
+        ("llama_cpp", "pip install llama-cpp-python==0.3.36")
+    };
+    let probe = std::process::Command::new(&python).args(["-c", &format!("import {module}")]).output();
     match probe {
         Ok(o) if o.status.success() => {}
-        _ => return Err("python3 cannot import llama_cpp (pip install llama-cpp-python==0.3.36)".into()),
+        _ => {
+            return Err(format!(
+                "{} cannot import {module} ({install} in a venv, then --peer-python VENV/bin/python or KEET_PEER_PYTHON)",
+                python.display()
+            ))
+        }
     }
     let dir = std::env::temp_dir().join(format!("keet-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let prompt = dir.join("prompt.txt");
     std::fs::write(&prompt, text).map_err(|e| e.to_string())?;
     let threads = crate::llm::threads::configured().unwrap_or(1);
-    let mut cmd = std::process::Command::new("python3");
+    let mut cmd = std::process::Command::new(&python);
     cmd.arg(&a.peer_script).arg(model).arg(&prompt).args([
         "--threads",
         &threads.to_string(),

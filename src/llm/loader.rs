@@ -2,7 +2,7 @@
 //! same families), with the architecture taken from the file's metadata / `config.json`.
 //!
 //! [`load_model`] is the single place that picks the implementation of [`CausalLm`]: the fast CPU
-//! Llama implementation (`src/llm/fast/`) can be selected here for llama-architecture GGUF on CPU.
+//! implementation (`src/llm/fast/`) is selected here for Llama, Qwen2 and Qwen3 GGUF on CPU.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -30,7 +30,7 @@ pub use super::device::parse_device;
 pub struct GgufFile {
     pub path: PathBuf,
     pub content: gguf_file::Content,
-    map: memmap2::Mmap,
+    map: std::sync::Arc<memmap2::Mmap>,
 }
 
 impl GgufFile {
@@ -73,7 +73,7 @@ impl GgufFile {
                 "tensor {name} occupies bytes {start}..{end} but the file has {file_len} bytes (truncated?)"
             )));
         }
-        Ok(GgufFile { path: path.to_path_buf(), content, map })
+        Ok(GgufFile { path: path.to_path_buf(), content, map: std::sync::Arc::new(map) })
     }
 
     /// A GGUF model held in memory (an anonymous map), not read from a file: `label` stands for
@@ -86,12 +86,17 @@ impl GgufFile {
                 return Err(err(format!("in-memory model {label}: tensor {name} ends at byte {end}, past {}", map.len())));
             }
         }
-        Ok(GgufFile { path: PathBuf::from(label), content, map })
+        Ok(GgufFile { path: PathBuf::from(label), content, map: std::sync::Arc::new(map) })
     }
 
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
         &self.map
+    }
+
+    /// The file's map, shared: a model may keep tensors in place (no copy) by holding it.
+    pub fn shared_map(&self) -> std::sync::Arc<memmap2::Mmap> {
+        self.map.clone()
     }
 
     pub fn metadata(&self) -> &HashMap<String, gguf_file::Value> {
@@ -158,16 +163,16 @@ impl Arch {
 /// Options for [`load_gguf_model`].
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Use keet's own CPU Llama implementation (`src/llm/fast/`) for llama-architecture GGUF on CPU,
-    /// falling back to candle when it cannot load the file. Default: `KEET_LLM_IMPL=fast`.
+    /// Use keet's own CPU implementation (`src/llm/fast/`) for Llama / Qwen2 / Qwen3 GGUF on CPU,
+    /// falling back to candle (with a note) when it cannot load the file. Default: `KEET_LLM_IMPL=fast`.
     pub prefer_fast: bool,
     /// CPU threads for the fast implementation.
     pub threads: usize,
 }
 
 impl LoadOptions {
-    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU Llama, see
-    /// `src/llm/fast`; candle-transformers for every other architecture and device).
+    /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU engine for
+    /// Llama / Qwen2 / Qwen3, see `src/llm/fast`; candle-transformers on other devices).
     pub fn from_env(threads: usize) -> Self {
         let prefer_fast = !std::env::var("KEET_LLM_IMPL").map(|v| v.eq_ignore_ascii_case("candle")).unwrap_or(false);
         LoadOptions { prefer_fast, threads }
@@ -193,7 +198,7 @@ pub fn load_gguf_model(
 pub fn load_gguf_fast(gguf: &GgufFile, device: &Device, opts: &LoadOptions) -> Result<Option<Box<dyn CausalLm>>, LlmError> {
     let arch = Arch::from_gguf(&gguf.architecture())?;
     if matches!(arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) && device.is_cpu() && opts.prefer_fast {
-        match super::fast::FastLlama::from_gguf(&gguf.content, gguf.bytes(), opts.threads.max(1)) {
+        match super::fast::FastLlama::from_gguf_mapped(&gguf.content, gguf.shared_map(), opts.threads.max(1)) {
             Ok(m) => return Ok(Some(Box::new(m))),
             Err(e) => eprintln!("keet: fast CPU implementation unavailable for {} ({e}); using candle", gguf.path.display()),
         }

@@ -215,6 +215,37 @@ pub fn dot_rows(fmt: KType, w: &[u8], k: usize, qs: &[i8], d: &[f32], bsums: &[i
     }
 }
 
+/// Prompt GEMM in quantized form: `out[r * ldo + t] = w[r] · x[t]` for the `rows` rows of `w`
+/// (plain layout, `k` wide) and the first `t_n` vectors of `a` (Q8_K, token-major). Each block of
+/// a row is unpacked once and multiplied with every token, so the integer dot products run at
+/// the rate of the multiply units rather than of the unpacking.
+pub fn gemm_rows(fmt: KType, w: &[u8], rows: usize, k: usize, a: &QActK, t_n: usize, out: &mut [f32], ldo: usize, simd: bool) {
+    let nb = k / QK_K;
+    let rb = nb * fmt.block_bytes();
+    assert!(k % QK_K == 0 && w.len() >= rb * rows && a.qs.len() >= t_n * k && a.d.len() >= t_n * nb);
+    assert!(a.bsums.len() >= t_n * nb * 16 && ldo >= t_n && (rows == 0 || out.len() >= (rows - 1) * ldo + t_n));
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` implies AVX2/FMA/F16C; the asserts bound every read of `w` (rows x rb),
+        // of the activations (t_n vectors of k, nb scales, 16 nb sums) and every write of `out`.
+        unsafe { avx::gemm_rows(fmt, w, rows, nb, a, t_n, out, ldo) };
+        return;
+    }
+    let _ = simd;
+    for r in 0..rows {
+        let row = &w[r * rb..(r + 1) * rb];
+        for t in 0..t_n {
+            out[r * ldo + t] = dot_row_scalar(
+                fmt,
+                row,
+                &a.qs[t * k..(t + 1) * k],
+                &a.d[t * nb..(t + 1) * nb],
+                &a.bsums[t * nb * 16..(t + 1) * nb * 16],
+            );
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use super::QK_K;
@@ -287,6 +318,109 @@ mod avx {
         let q8sums = _mm256_loadu_si256(bsums as *const __m256i);
         let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
         _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), q8s)
+    }
+
+    /// Unpacks block `x` of format `fmt` into 8 vectors of 32 unsigned quants (weight order),
+    /// the i16 scale of each 32 (per 16 for Q6_K: low and high half), and the i16 factors of
+    /// the activation sums of 16 (`mins` of Q4_K/Q5_K, the scales of Q6_K for its offset of 32).
+    /// Returns `(d, dmin)`: the weight is `d * scale * q - dmin * min` (Q6_K: `dmin = 32 d`).
+    #[inline(always)]
+    unsafe fn unpack(fmt: super::KType, x: *const u8, wq: &mut [__m256i; 8], sc: &mut [__m256i; 8], mf: &mut __m256i) -> (f32, f32) {
+        let m4 = _mm256_set1_epi8(0xf);
+        match fmt {
+            super::KType::Q4K | super::KType::Q5K => {
+                let ms = mins_and_scales(x.add(4));
+                let s8: [i16; 16] = std::mem::transmute(ms);
+                for j in 0..8 {
+                    sc[j] = _mm256_set1_epi16(s8[j]);
+                }
+                // mins of sub-block j apply to the sums of 16 number 2j and 2j+1
+                let mins = _mm256_extracti128_si256(ms, 1);
+                *mf = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+                let q5 = fmt == super::KType::Q5K;
+                let (qs, hbits) = if q5 {
+                    (x.add(48), _mm256_loadu_si256(x.add(16) as *const __m256i))
+                } else {
+                    (x.add(16), _mm256_setzero_si256())
+                };
+                let sixteen = _mm256_set1_epi8(16);
+                let mut hmask = _mm256_set1_epi8(1);
+                for c in 0..4 {
+                    let bits = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+                    let mut lo = _mm256_and_si256(bits, m4);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                    if q5 {
+                        let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), sixteen);
+                        hmask = _mm256_slli_epi16(hmask, 1);
+                        let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), sixteen);
+                        hmask = _mm256_slli_epi16(hmask, 1);
+                        lo = _mm256_add_epi8(lo, h0);
+                        hi = _mm256_add_epi8(hi, h1);
+                    }
+                    wq[2 * c] = lo;
+                    wq[2 * c + 1] = hi;
+                }
+                (f16_at(x), f16_at(x.add(2)))
+            }
+            super::KType::Q6K => {
+                let m2 = _mm256_set1_epi8(3);
+                let scales = _mm_loadu_si128(x.add(192) as *const __m128i);
+                let s16 = _mm256_cvtepi8_epi16(scales);
+                *mf = s16;
+                let s: [i16; 16] = std::mem::transmute(s16);
+                for j in 0..8 {
+                    sc[j] = _mm256_set_m128i(_mm_set1_epi16(s[2 * j + 1]), _mm_set1_epi16(s[2 * j]));
+                }
+                for n in 0..2 {
+                    let b1 = _mm256_loadu_si256(x.add(64 * n) as *const __m256i);
+                    let b2 = _mm256_loadu_si256(x.add(64 * n + 32) as *const __m256i);
+                    let h = _mm256_loadu_si256(x.add(128 + 32 * n) as *const __m256i);
+                    let h0 = _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
+                    let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4);
+                    let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4);
+                    let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4);
+                    wq[4 * n] = _mm256_or_si256(_mm256_and_si256(b1, m4), h0);
+                    wq[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(b2, m4), h1);
+                    wq[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), h2);
+                    wq[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), h3);
+                }
+                let d = f16_at(x.add(208));
+                (d, 32.0 * d)
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn gemm_rows(fmt: super::KType, w: &[u8], rows: usize, nb: usize, a: &super::QActK, t_n: usize, out: &mut [f32], ldo: usize) {
+        let bb = fmt.block_bytes();
+        let k = nb * QK_K;
+        let mut acc = vec![_mm256_setzero_ps(); t_n];
+        let mut wq = [_mm256_setzero_si256(); 8];
+        let mut sc = [_mm256_setzero_si256(); 8];
+        let mut mf = _mm256_setzero_si256();
+        for r in 0..rows {
+            acc.fill(_mm256_setzero_ps());
+            for b in 0..nb {
+                let x = w.as_ptr().add((r * nb + b) * bb);
+                let (d, dmin) = unpack(fmt, x, &mut wq, &mut sc, &mut mf);
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    let q8 = a.qs.as_ptr().add(t * k + b * QK_K);
+                    let mut sumi = _mm256_setzero_si256();
+                    for j in 0..8 {
+                        let av = _mm256_loadu_si256(q8.add(32 * j) as *const __m256i);
+                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(wq[j], av), sc[j]));
+                    }
+                    let ad = *a.d.get_unchecked(t * nb + b);
+                    let bs = _mm256_loadu_si256(a.bsums.as_ptr().add((t * nb + b) * 16) as *const __m256i);
+                    let corr = _mm256_cvtepi32_ps(_mm256_madd_epi16(mf, bs));
+                    *acc_t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * ad), *acc_t);
+                    *acc_t = _mm256_fmadd_ps(corr, _mm256_set1_ps(-dmin * ad), *acc_t);
+                }
+            }
+            for (t, acc_t) in acc.iter().enumerate() {
+                *out.get_unchecked_mut(r * ldo + t) = hsum(*acc_t);
+            }
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -519,6 +653,32 @@ mod tests {
                     let scale: f64 = wr.iter().zip(&xa).map(|(w, x)| (*w as f64 * x).abs()).sum::<f64>() + 1e-3;
                     assert!(((fast[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} fast {} ref {reference}", fast[r]);
                     assert!(((scalar[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} scalar {} ref {reference}", scalar[r]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_rows_matches_dot_rows() {
+        let simd = super::super::kernels::has_avx2();
+        for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
+            let (rows, k, t_n, ldo) = (6, 768, 11, 16);
+            let w = quantize(fmt, &rng_values(23, rows * k, 0.3));
+            let x = rng_values(29, t_n * k, 2.0);
+            let mut a = QActK::default();
+            a.quantize(&x);
+            let nb = k / QK_K;
+            for simd in [false, simd] {
+                let mut out = vec![f32::NAN; rows * ldo];
+                gemm_rows(fmt, &w, rows, k, &a, t_n, &mut out, ldo, simd);
+                for t in 0..t_n {
+                    let mut want = vec![0f32; rows];
+                    let (qs, d, bs) = (&a.qs[t * k..(t + 1) * k], &a.d[t * nb..(t + 1) * nb], &a.bsums[t * nb * 16..(t + 1) * nb * 16]);
+                    dot_rows(fmt, &w, k, qs, d, bs, &mut want, false);
+                    for r in 0..rows {
+                        let got = out[r * ldo + t];
+                        assert!((got - want[r]).abs() <= 1e-4 * (want[r].abs() + 1.0), "{fmt:?} simd={simd} r={r} t={t}: {got} vs {}", want[r]);
+                    }
                 }
             }
         }

@@ -28,6 +28,7 @@ pub mod pool;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::path::Path;
+use std::sync::Arc;
 
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::Device;
@@ -44,12 +45,43 @@ fn msg(s: impl Into<String>) -> LlmError {
     LlmError::Msg(s.into())
 }
 
+/// The bytes of a weight matrix: owned (keet's layout), or a range of the model file's map used
+/// in place (formats keet reads as they are stored, so the weights are never copied and the
+/// model's memory is the file's pages).
+enum WeightData {
+    Owned(Vec<u8>),
+    Mapped { map: Arc<memmap2::Mmap>, start: usize, len: usize },
+}
+
+impl std::ops::Deref for WeightData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            WeightData::Owned(v) => v,
+            WeightData::Mapped { map, start, len } => &map[*start..*start + *len],
+        }
+    }
+}
+
+impl WeightData {
+    /// `data` in place when it lies inside `owner`'s map, else a copy.
+    fn from_slice(data: &[u8], owner: Option<&Arc<memmap2::Mmap>>) -> WeightData {
+        if let Some(map) = owner {
+            let (base, p) = (map.as_ptr() as usize, data.as_ptr() as usize);
+            if p >= base && p + data.len() <= base + map.len() {
+                return WeightData::Mapped { map: map.clone(), start: p - base, len: data.len() };
+            }
+        }
+        WeightData::Owned(data.to_vec())
+    }
+}
+
 /// A weight matrix of `rows` x `cols` in a GGUF block format, rows contiguous.
 pub struct QMat {
     fmt: QType,
     rows: usize,
     cols: usize,
-    data: Vec<u8>,
+    data: WeightData,
     /// Rows stored in the 8-row interleaved layout of [`kernels::interleave_x8`].
     x8: bool,
 }
@@ -77,7 +109,7 @@ impl QMat {
             for p in parts {
                 data.extend_from_slice(&p.data);
             }
-            return Ok(QMat { fmt, rows, cols, data, x8: false }.interleaved());
+            return Ok(QMat { fmt, rows, cols, data: WeightData::Owned(data), x8: false }.interleaved());
         }
         let mut data = vec![0u8; len];
         let mut off = 0;
@@ -86,13 +118,13 @@ impl QMat {
             kernels::interleave_x8_into(fmt, &p.data, p.rows, cols, &mut data[off..off + n]);
             off += n;
         }
-        Ok(QMat { fmt, rows, cols, data, x8: true })
+        Ok(QMat { fmt, rows, cols, data: WeightData::Owned(data), x8: true })
     }
 
     /// Switches to the 8-row interleaved layout (when the row count allows it).
     fn interleaved(mut self) -> QMat {
         if !self.x8 && self.rows % 8 == 0 && self.fmt.interleavable() {
-            self.data = kernels::interleave_x8(self.fmt, &self.data, self.rows, self.cols);
+            self.data = WeightData::Owned(kernels::interleave_x8(self.fmt, &self.data, self.rows, self.cols));
             self.x8 = true;
         }
         self
@@ -123,10 +155,24 @@ struct MatSrc<'b> {
 /// Matrices applied to the same input with their outputs concatenated (Q, K, V; gate, up): one
 /// fused [`QMat`] per run of consecutive parts in the same format (a Q4_K_M file keeps V in
 /// Q6_K beside Q and K in Q4_K).
-fn fuse_parts(srcs: &[MatSrc<'_>]) -> Result<Vec<QMat>, LlmError> {
+///
+/// Formats without an interleaved layout (the K-quants) are not fused: each matrix stays a part of
+/// its own, used in place in the file map when `owner` holds it (the parts of one set still run
+/// in one parallel pass, see [`gemv`]).
+fn fuse_parts(srcs: &[MatSrc<'_>], owner: Option<&Arc<memmap2::Mmap>>) -> Result<Vec<QMat>, LlmError> {
     let mut parts = Vec::new();
     let mut i = 0;
     while i < srcs.len() {
+        let src = &srcs[i];
+        if !src.fmt.interleavable() {
+            if src.cols != srcs[0].cols {
+                return Err(msg("fast engine: fused matrices differ in width"));
+            }
+            let data = WeightData::from_slice(&src.data, owner);
+            parts.push(QMat { fmt: src.fmt, rows: src.rows, cols: src.cols, data, x8: false });
+            i += 1;
+            continue;
+        }
         let j = (i + 1..srcs.len()).find(|&j| srcs[j].fmt != srcs[i].fmt).unwrap_or(srcs.len());
         parts.push(QMat::fuse(&srcs[i..j])?);
         i = j;
@@ -261,6 +307,8 @@ pub struct FastLlama {
     len: usize,
     pool: Pool,
     simd: bool,
+    /// Prompts of more than 8 tokens with f32 activations for every format (a reference).
+    f32_prompt: bool,
 }
 
 thread_local! {
@@ -277,12 +325,22 @@ impl FastLlama {
     /// Maps the file and reads it (see [`FastLlama::from_gguf`]).
     pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
         let gguf = crate::llm::loader::GgufFile::open(path)?;
-        FastLlama::from_gguf(&gguf.content, gguf.bytes(), threads)
+        FastLlama::from_gguf_mapped(&gguf.content, gguf.shared_map(), threads)
     }
 
     /// Builds the model from a parsed GGUF header and the whole file's bytes (a memory map):
-    /// tensors are read straight from `bytes`, the layers in parallel.
+    /// tensors are copied from `bytes` into the model, the layers in parallel.
     pub fn from_gguf(ct: &gguf_file::Content, bytes: &[u8], threads: usize) -> Result<FastLlama, LlmError> {
+        FastLlama::build(ct, bytes, None, threads)
+    }
+
+    /// Like [`FastLlama::from_gguf`] on the file's map, which the model keeps: matrices stored in a
+    /// format used as it is (the K-quants) stay in the map, never copied.
+    pub fn from_gguf_mapped(ct: &gguf_file::Content, map: Arc<memmap2::Mmap>, threads: usize) -> Result<FastLlama, LlmError> {
+        FastLlama::build(ct, &map, Some(&map), threads)
+    }
+
+    fn build(ct: &gguf_file::Content, bytes: &[u8], owner: Option<&Arc<memmap2::Mmap>>, threads: usize) -> Result<FastLlama, LlmError> {
         let ct = &GgufBytes { ct, bytes };
         let md = |k: &str| ct.ct.metadata.get(k).ok_or_else(|| msg(format!("fast engine: missing metadata {k}")));
         let arch = md("general.architecture")?.to_string()?.clone();
@@ -333,9 +391,9 @@ impl FastLlama {
                 return Err(msg("fast engine: partial rotary embeddings are not supported"));
             }
         }
-        let embd = load_matrix(ct, "token_embd.weight")?;
+        let embd = fuse_parts(&[matrix_src(ct, "token_embd.weight")?], owner)?.remove(0);
         let output = if ct.ct.tensor_infos.contains_key("output.weight") {
-            Some(fuse_parts(&[matrix_src(ct, "output.weight")?])?)
+            Some(fuse_parts(&[matrix_src(ct, "output.weight")?], owner)?)
         } else {
             None
         };
@@ -346,10 +404,10 @@ impl FastLlama {
             let attn_norm = load_vec(ct, &format!("{p}.attn_norm.weight"))?;
             let ffn_norm = load_vec(ct, &format!("{p}.ffn_norm.weight"))?;
             let m = |s: &str| matrix_src(ct, &format!("{p}.{s}.weight"));
-            let wqkv = fuse_parts(&[m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
-            let wo = fuse_parts(&[m("attn_output")?])?;
-            let wgu = fuse_parts(&[m("ffn_gate")?, m("ffn_up")?])?;
-            let wdown = fuse_parts(&[m("ffn_down")?])?;
+            let wqkv = fuse_parts(&[m("attn_q")?, m("attn_k")?, m("attn_v")?], owner)?;
+            let wo = fuse_parts(&[m("attn_output")?], owner)?;
+            let wgu = fuse_parts(&[m("ffn_gate")?, m("ffn_up")?], owner)?;
+            let wdown = fuse_parts(&[m("ffn_down")?], owner)?;
             let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
             let bqkv = if has(&format!("{p}.attn_q.bias")) {
                 let mut b = load_vec(ct, &format!("{p}.attn_q.bias"))?;
@@ -413,6 +471,7 @@ impl FastLlama {
             len: 0,
             pool: Pool::new(threads.max(1)),
             simd: kernels::has_avx2(),
+            f32_prompt: false,
         })
     }
 
@@ -453,6 +512,12 @@ impl FastLlama {
             w.per_token_bytes += 4 * v.len() as u64;
         }
         w
+    }
+
+    /// Runs prompts of more than 8 tokens with f32 activations for the K-quants too (rows
+    /// dequantized, f32 GEMM) instead of Q8_K ones: slower, a reference for tests.
+    pub fn set_f32_prompt(&mut self, on: bool) {
+        self.f32_prompt = on;
     }
 
     /// Forces the scalar kernels (for tests and comparisons).
@@ -662,7 +727,7 @@ impl FastLlama {
         for li in 0..c.n_layer {
             let l = &self.layers[li];
             rms_norm_t(&xt, &l.attn_norm, c.eps, t_n, tp, &mut xnt);
-            gemm(&self.pool, &l.wqkv, &xnt, tp, &mut qkvt, self.simd);
+            gemm(&self.pool, &l.wqkv, &xnt, t_n, tp, &mut qkvt, self.simd, self.f32_prompt);
             for t in 0..t_n {
                 for (i, v) in qkv_row.iter_mut().enumerate() {
                     *v = qkvt[i * tp + t];
@@ -678,17 +743,17 @@ impl FastLlama {
                     att_t[i * tp + t] = att[t * qd + i];
                 }
             }
-            gemm(&self.pool, &l.wo, &att_t, tp, &mut ot, self.simd);
+            gemm(&self.pool, &l.wo, &att_t, t_n, tp, &mut ot, self.simd, self.f32_prompt);
             for (xv, ov) in xt.iter_mut().zip(&ot) {
                 *xv += ov;
             }
             rms_norm_t(&xt, &l.ffn_norm, c.eps, t_n, tp, &mut xnt);
-            gemm(&self.pool, &l.wgu, &xnt, tp, &mut gut, self.simd);
+            gemm(&self.pool, &l.wgu, &xnt, t_n, tp, &mut gut, self.simd, self.f32_prompt);
             {
                 let (g, u) = gut.split_at_mut(c.ffn * tp);
                 silu_mul_par(&self.pool, g, u, self.simd);
             }
-            gemm(&self.pool, &l.wdown, &gut[..c.ffn * tp], tp, &mut ot, self.simd);
+            gemm(&self.pool, &l.wdown, &gut[..c.ffn * tp], t_n, tp, &mut ot, self.simd, self.f32_prompt);
             for (xv, ov) in xt.iter_mut().zip(&ot) {
                 *xv += ov;
             }
@@ -766,11 +831,6 @@ fn load_vec(ct: &GgufBytes<'_>, name: &str) -> Result<Vec<f32>, LlmError> {
     }
     let t = ct.tensor(name)?.dequantize(&Device::Cpu)?;
     Ok(t.flatten_all()?.to_vec1::<f32>()?)
-}
-
-/// Reads a 2-D tensor into keet's layout (see [`matrix_src`], [`QMat::fuse`]).
-fn load_matrix(ct: &GgufBytes<'_>, name: &str) -> Result<QMat, LlmError> {
-    QMat::fuse(&[matrix_src(ct, name)?])
 }
 
 /// A 2-D tensor's bytes: Q4_0/Q4_1/Q8_0 and Q4_K/Q5_K/Q6_K borrowed from the file map as they
@@ -913,13 +973,54 @@ fn gemv(pool: &Pool, parts: &[QMat], acts: &Acts, t_n: usize, out: &mut [f32], s
     });
 }
 
-/// [`gemm_one`] for each of `parts`, their output rows one after another.
-fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
+/// Feature-major GEMM over `parts` (output rows one after another, `out[r][t]`, `tp` columns of
+/// which the first `t_n` are tokens): the 32-weight formats by [`gemm_one`] (rows dequantized to
+/// f32, FMA micro-kernel); the K-quants in quantized form ([`kquants::gemm_rows`] on Q8_K
+/// activations), all their row chunks in one parallel run.
+///
+/// `f32_acts`: every format through [`gemm_one`] (f32 activations; a reference for tests).
+fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mut [f32], simd: bool, f32_acts: bool) {
+    let k = parts.first().map_or(0, |p| p.cols);
+    assert!(out.len() >= set_rows(parts) * tp && xt.len() >= k * tp);
     let mut off = 0;
-    for p in parts {
-        gemm_one(pool, p, xt, tp, &mut out[off * tp..], simd);
+    let mut chunks = Vec::new();
+    for (pi, p) in parts.iter().enumerate() {
+        if p.fmt.kind().is_none() || f32_acts {
+            gemm_one(pool, p, xt, tp, &mut out[off * tp..], simd);
+        } else {
+            let cr = chunk_rows(p.rows, pool.threads(), 1, 4, 64);
+            for r0 in (0..p.rows).step_by(cr) {
+                chunks.push((pi, r0, (r0 + cr).min(p.rows), off));
+            }
+        }
         off += p.rows;
     }
+    if chunks.is_empty() {
+        return;
+    }
+    // token-major activations, quantized to Q8_K
+    let mut x = vec![0f32; t_n * k];
+    for (kk, col) in xt.chunks_exact(tp).take(k).enumerate() {
+        for (t, v) in col[..t_n].iter().enumerate() {
+            x[t * k + kk] = *v;
+        }
+    }
+    let mut acts = QActK::default();
+    acts.quantize(&x);
+    let op = SyncPtr::new(out);
+    pool.run(chunks.len(), &|ci| {
+        let (pi, r0, r1, off) = chunks[ci];
+        let w = &parts[pi];
+        let rb = w.row_bytes();
+        let kind = w.fmt.kind().expect("K-quant chunk");
+        // SAFETY: chunk `ci` owns output rows off+r0..off+r1 (all tp columns), disjoint from the
+        // other chunks and in bounds (asserted above); `out` outlives the run.
+        let o = unsafe { op.slice((off + r0) * tp, (r1 - r0) * tp) };
+        kquants::gemm_rows(kind, &w.data[r0 * rb..r1 * rb], r1 - r0, k, &acts, t_n, o, tp, simd);
+        for row in o.chunks_exact_mut(tp) {
+            row[t_n..].fill(0.0);
+        }
+    });
 }
 
 /// Feature-major GEMM: `out[r][t] = Σ_k w[r][k] * xt[k][t]` for all `tp` columns.

@@ -246,7 +246,7 @@ fn fuse_equals_stack_then_interleave() {
             let fused = QMat::fuse(&srcs).unwrap();
             let total: usize = rows.iter().sum();
             assert_eq!((fused.rows, fused.cols, fused.x8), (total, cols, true));
-            assert_eq!(fused.data, kernels::interleave_x8(fmt, &parts.concat(), total, cols), "{fmt:?} {rows:?}");
+            assert_eq!(&fused.data[..], &kernels::interleave_x8(fmt, &parts.concat(), total, cols)[..], "{fmt:?} {rows:?}");
         }
     }
     let a = MatSrc { fmt: QType::Q8_0, rows: 8, cols: 32, data: Cow::Owned(vec![0; 8 * 34]) };
