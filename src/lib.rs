@@ -11,6 +11,7 @@ pub mod compare;
 pub mod eval;
 pub mod explain;
 pub mod facts;
+pub mod files;
 pub mod llm;
 pub mod merge;
 pub mod profile;
