@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::generate::ModelArgs;
+use super::args::ModelArgs;
 use crate::llm::{ChatMessage, Engine, GenerateOptions};
 
 #[derive(clap::Subcommand, Debug)]
@@ -128,7 +128,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     // The memory ceiling of decode: measured on the device before the model takes its memory.
     let threads = crate::llm::threads::configure(a.model.threads);
     let bw = {
-        let device = crate::llm::device::parse_device(&a.model.device)?;
+        let device = crate::llm::device::parse_device(a.model.device_or_cpu())?;
         super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
     };
     let text = match &a.prompt_file {

@@ -130,7 +130,7 @@ pub fn run(a: &LlmBenchArgs, name: &str) -> anyhow::Result<i32> {
         );
     }
     let threads = crate::llm::threads::configure(a.model.threads);
-    let dev = device::parse_device(&a.model.device)?;
+    let dev = device::parse_device(a.model.device_or_cpu())?;
     let dev_name = device::device_name(&dev);
     let need = spec.memory_need(&dev, positions);
     let fits = |what: &str, need_b: u64, free: Option<u64>, source: &str| -> anyhow::Result<()> {

@@ -5,6 +5,7 @@
 //! A file that ends early (a report cut off mid-write) still has its complete launches printed;
 //! the cut is reported as an error and the exit status is 2, as for any bad input.
 
+use super::args::{JobsArgs, OutputArgs};
 use crate::analysis::{self, FileError, InspectDocument, INSPECT_SCHEMA};
 use crate::render::{self, Format};
 use anyhow::Context;
@@ -20,12 +21,10 @@ pub struct InspectArgs {
     /// Output format (text by default; JSON follows the documented `keet.inspect/1` schema).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
-    /// Write to this file instead of standard output (written atomically).
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Parse files in parallel with this many threads (default: all cores).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
     /// List every raw metric of every launch: name, value, unit, raw value and raw unit as stored.
     #[arg(long)]
     pub all_metrics: bool,
@@ -49,7 +48,7 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
     if files.is_empty() {
         anyhow::bail!("no .ncu-rep or .csv files found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().context("thread pool")?;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.jobs).build().context("thread pool")?;
     let all_metrics = a.all_metrics;
     let results: Vec<_> = pool.install(|| {
         use rayon::prelude::*;
@@ -92,7 +91,7 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
     if all_metrics && format != Format::Json {
         out.push_str(&metrics_tables(&doc, format == Format::Md));
     }
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     for e in &doc.errors {
         eprintln!("error: {}", e.message);
     }

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch to the stages. Exit codes: 0 success,
 //! 1 a finding/regression threshold tripped or some inputs failed, 2 bad input or usage.
 
+pub mod args;
 pub mod bench;
 pub mod bench_explain;
 pub mod bench_batch;
