@@ -6,11 +6,9 @@
 //! the cut is reported as an error and the exit status is 2, as for any bad input.
 
 use super::args::{JobsArgs, OutputArgs};
-use crate::analysis::{self, FileError, InspectDocument, INSPECT_SCHEMA};
+use crate::analysis::{self, InspectDocument};
 use crate::render::{self, Format};
-use anyhow::Context;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -44,40 +42,9 @@ pub fn template_context(doc: &InspectDocument) -> serde_json::Value {
 }
 
 pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
-    let files = crate::profile::expand_inputs(&a.paths).context("listing inputs")?;
-    if files.is_empty() {
-        anyhow::bail!("no .ncu-rep or .csv files found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
-    }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.jobs).build().context("thread pool")?;
     let all_metrics = a.all_metrics;
-    let results: Vec<_> = pool.install(|| {
-        use rayon::prelude::*;
-        files
-            .par_iter()
-            .map(|p| {
-                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
-                let analysed = prof.map(|prof| {
-                    let mut f = analysis::analyse_profile(&prof);
-                    if all_metrics {
-                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
-                            l.metrics = Some(analysis::metric_rows(launch));
-                        }
-                    }
-                    f
-                });
-                (analysed, err)
-            })
-            .collect()
-    });
-    let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
-    let mut bad_input = false;
-    for (path, (f, e)) in files.iter().zip(results) {
-        doc.files.extend(f);
-        if let Some(e) = e {
-            bad_input = true;
-            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
-        }
-    }
+    let doc = analysis::inspect(&a.paths, a.jobs.jobs, all_metrics)?;
+    let bad_input = !doc.errors.is_empty();
     let format = a.format.unwrap_or(Format::Text);
     let mut out = match format {
         Format::Json => render::json(&doc)?,
@@ -99,7 +66,6 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
         // Bad input: exit 2 as documented (other files were still reported).
         return Ok(2);
     }
-    let _ = std::io::stdout().is_terminal();
     Ok(0)
 }
 
