@@ -81,11 +81,8 @@ pub fn create_private_file(path: &Path) -> io::Result<bool> {
 /// its mode (as `>` and `cp` onto it do).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".keet-")
-        .suffix(".tmp")
-        .permissions(Permissions::from_mode(NEW_FILE_MODE))
-        .tempfile_in(dir)?;
+    let mut tmp =
+        tempfile::Builder::new().prefix(".keet-").suffix(".tmp").permissions(Permissions::from_mode(NEW_FILE_MODE)).tempfile_in(dir)?;
     if let Some(existing) = fs::metadata(path).ok().filter(|m| m.is_file()) {
         tmp.as_file().set_permissions(Permissions::from_mode(existing.permissions().mode() & 0o777))?;
     }

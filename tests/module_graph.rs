@@ -14,7 +14,17 @@ use std::path::{Path, PathBuf};
 
 /// Circles that remain, each as its sorted module list. Only remove entries.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["batch", "explain", "explain::prompt", "explain::report", "explain::schema", "explain::select", "explain::source", "prose", "validate"],
+    &[
+        "batch",
+        "explain",
+        "explain::prompt",
+        "explain::report",
+        "explain::schema",
+        "explain::select",
+        "explain::source",
+        "prose",
+        "validate",
+    ],
     &["facts", "rules", "rules::estimate", "rules::kind", "rules::text"],
     &["llm::fast", "llm::loader"],
 ];
@@ -70,7 +80,10 @@ fn code_only(s: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if b[i] == b'r' && (b[i..].starts_with(b"r#") || b[i..].starts_with(b"r\"")) && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) {
+        } else if b[i] == b'r'
+            && (b[i..].starts_with(b"r#") || b[i..].starts_with(b"r\""))
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+        {
             // Raw string r#"..."#.
             let mut j = i + 1;
             let mut hashes = 0;
@@ -126,7 +139,8 @@ fn paths(code: &str) -> Vec<Vec<String>> {
     let mut out = vec![];
     let mut i = 0;
     while i < chars.len() {
-        let starts_word = (i == 0 || !(is_ident(chars[i - 1]) || chars[i - 1] == ':')) && (chars[i].is_ascii_alphabetic() || chars[i] == '_');
+        let starts_word =
+            (i == 0 || !(is_ident(chars[i - 1]) || chars[i - 1] == ':')) && (chars[i].is_ascii_alphabetic() || chars[i] == '_');
         if starts_word {
             let before = out.len();
             i = path_at(&chars, i, vec![], &mut out);
@@ -374,10 +388,16 @@ fn the_parser_sees_groups_and_skips_comments() {
     let code = code_only("use crate::render::{self, explain::{wrap, md_cell}};\n// crate::cache::x\nlet s = \"crate::eval\"; super::llm::Engine::load(); let x = 'a'; fn f<'a>(v: &'a str) {}");
     let p = paths(&code);
     let joined: Vec<String> = p.iter().map(|s| s.join("::")).collect();
-    assert_eq!(joined, ["crate::render::self", "crate::render::explain::wrap", "crate::render::explain::md_cell", "super::llm::Engine::load"]);
+    assert_eq!(
+        joined,
+        ["crate::render::self", "crate::render::explain::wrap", "crate::render::explain::md_cell", "super::llm::Engine::load"]
+    );
     let modules: BTreeSet<String> = ["render", "render::explain", "cli", "cli::bench", "llm"].iter().map(|s| s.to_string()).collect();
     assert_eq!(resolve("cli::bench", &p[3], &modules).as_deref(), Some("cli"));
     assert_eq!(resolve("cli", &["super".into(), "llm".into(), "Engine".into()], &modules).as_deref(), Some("llm"));
     assert_eq!(resolve("x", &p[1], &modules).as_deref(), Some("render::explain"));
-    assert!(circles(&BTreeMap::from([("a".into(), BTreeSet::from(["b".into()])), ("b".into(), BTreeSet::from(["a".into()]))])) == vec![vec!["a".to_string(), "b".to_string()]]);
+    assert!(
+        circles(&BTreeMap::from([("a".into(), BTreeSet::from(["b".into()])), ("b".into(), BTreeSet::from(["a".into()]))]))
+            == vec![vec!["a".to_string(), "b".to_string()]]
+    );
 }

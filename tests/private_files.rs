@@ -52,7 +52,19 @@ fn cache_is_private_and_reports_follow_the_umask() {
         let o = keet_umask(
             umask,
             dir.path(),
-            &[os("explain"), input().as_os_str(), os("--no-llm"), os("--top"), os("2"), os("--format"), os("html"), os("--cache"), cache.as_os_str(), os("-o"), report.as_os_str()],
+            &[
+                os("explain"),
+                input().as_os_str(),
+                os("--no-llm"),
+                os("--top"),
+                os("2"),
+                os("--format"),
+                os("html"),
+                os("--cache"),
+                cache.as_os_str(),
+                os("-o"),
+                report.as_os_str(),
+            ],
         );
         let stderr = ok(&o);
         assert!(!stderr.contains("note:"), "umask {umask}: nothing to tighten in a new cache: {stderr}");
@@ -105,7 +117,11 @@ fn a_looser_cache_and_keets_own_folder_are_tightened_with_a_note() {
     std::fs::create_dir(&mine).unwrap();
     std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o755)).unwrap();
     let c = mine.join("c.sqlite3");
-    ok(&keet_umask("022", dir.path(), &[os("explain"), input().as_os_str(), os("--no-llm"), os("--top"), os("1"), os("--cache"), c.as_os_str()]));
+    ok(&keet_umask(
+        "022",
+        dir.path(),
+        &[os("explain"), input().as_os_str(), os("--no-llm"), os("--top"), os("1"), os("--cache"), c.as_os_str()],
+    ));
     assert_eq!((mode(&mine), mode(&c)), (0o755, 0o600));
 }
 
@@ -123,10 +139,16 @@ fn an_unwritable_cache_is_a_warning_and_the_report_is_still_printed() {
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
         cases.push(ro.join("analyses.sqlite3"));
     } else {
-        eprintln!("private_files: running as root; the read-only folder case is skipped (root writes anywhere), the file-as-parent case runs");
+        eprintln!(
+            "private_files: running as root; the read-only folder case is skipped (root writes anywhere), the file-as-parent case runs"
+        );
     }
     for cache in cases {
-        let o = keet_umask("022", dir.path(), &[os("explain"), input().as_os_str(), os("--no-llm"), os("--top"), os("2"), os("--cache"), cache.as_os_str()]);
+        let o = keet_umask(
+            "022",
+            dir.path(),
+            &[os("explain"), input().as_os_str(), os("--no-llm"), os("--top"), os("2"), os("--cache"), cache.as_os_str()],
+        );
         let stderr = ok(&o);
         assert!(stderr.contains(&format!("warning: cache {}", cache.display())) && stderr.contains("without the cache"), "{stderr}");
         let stdout = String::from_utf8_lossy(&o.stdout);

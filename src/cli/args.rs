@@ -114,7 +114,9 @@ mod tests {
 
     #[test]
     fn shared_arguments_parse_and_default() {
-        let p = Probe::try_parse_from(["keet", "-m", "m.gguf", "--device", "cuda:1", "--threads", "3", "--no-cache", "-o", "r.txt", "-j", "2"]).unwrap();
+        let p =
+            Probe::try_parse_from(["keet", "-m", "m.gguf", "--device", "cuda:1", "--threads", "3", "--no-cache", "-o", "r.txt", "-j", "2"])
+                .unwrap();
         assert_eq!(p.model.engine_options().device.as_deref(), Some("cuda:1"));
         assert_eq!((p.model.model.as_deref(), p.model.threads), (Some("m.gguf"), Some(3)));
         assert_eq!(p.cache.path(), None);

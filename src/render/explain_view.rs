@@ -90,7 +90,11 @@ pub fn template_context(report: &ExplainReport) -> Value {
 /// with the facts lists read from the JSON by [`facts_list`]; `chart` is null (the roofline is
 /// drawn from the typed report, for the HTML page only).
 pub fn template_context_from_json(report: &Value) -> Value {
-    let facts = report.get("kernels").and_then(Value::as_array).map(|ks| ks.iter().map(|k| Value::Array(facts_list(k.pointer("/analysis/facts").unwrap_or(&Value::Null)))).collect()).unwrap_or_default();
+    let facts = report
+        .get("kernels")
+        .and_then(Value::as_array)
+        .map(|ks| ks.iter().map(|k| Value::Array(facts_list(k.pointer("/analysis/facts").unwrap_or(&Value::Null)))).collect())
+        .unwrap_or_default();
     let mut v = context_from_json(report.clone(), facts);
     if v.is_object() {
         v["chart"] = Value::Null;
