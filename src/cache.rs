@@ -117,7 +117,15 @@ pub fn default_cache_path() -> PathBuf {
 /// (with any `-wal`/`-shm` beside it) tightened to 0600, with a note.
 fn prepare_private(path: &Path) -> Result<(), CacheError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        crate::files::create_private_dir_all(dir).map_err(|source| CacheError::CreateDir { path: path.to_owned(), source })?;
+        crate::files::create_private_dir_all(dir).map_err(|source| {
+            // "File exists" alone does not say which: name the part of the path that is a file.
+            let file_in_the_way = dir.ancestors().find(|a| a.is_file());
+            let source = match file_in_the_way {
+                Some(f) => std::io::Error::other(format!("{} is a file, not a folder", f.display())),
+                None => source,
+            };
+            CacheError::CreateDir { path: path.to_owned(), source }
+        })?;
         if dir == default_cache_dir() {
             crate::files::make_private_noting(dir, "cache folder");
         }

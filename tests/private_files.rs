@@ -131,19 +131,19 @@ fn an_unwritable_cache_is_a_warning_and_the_report_is_still_printed() {
     // A parent that is a regular file: no one can create the folder, root included.
     let file = dir.path().join("not-a-folder");
     std::fs::write(&file, b"x").unwrap();
-    let mut cases = vec![file.join("keet/analyses.sqlite3")];
+    let mut cases = vec![(file.join("keet/analyses.sqlite3"), format!("{} is a file, not a folder", file.display()))];
     // A folder the user cannot write (root can write anywhere, so only as another user).
     if unsafe { libc::geteuid() } != 0 {
         let ro = dir.path().join("read-only");
         std::fs::create_dir(&ro).unwrap();
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
-        cases.push(ro.join("analyses.sqlite3"));
+        cases.push((ro.join("analyses.sqlite3"), "cannot create the file".to_string()));
     } else {
         eprintln!(
             "private_files: running as root; the read-only folder case is skipped (root writes anywhere), the file-as-parent case runs"
         );
     }
-    for cache in cases {
+    for (cache, why) in cases {
         let o = keet_umask(
             "022",
             dir.path(),
@@ -151,6 +151,7 @@ fn an_unwritable_cache_is_a_warning_and_the_report_is_still_printed() {
         );
         let stderr = ok(&o);
         assert!(stderr.contains(&format!("warning: cache {}", cache.display())) && stderr.contains("without the cache"), "{stderr}");
+        assert!(stderr.contains(&why), "says why ({why}): {stderr}");
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(stdout.contains("reduce"), "the report is printed: {stdout}");
         assert!(!cache.exists());
