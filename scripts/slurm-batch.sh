@@ -9,10 +9,13 @@
 # Environment: KEET_SHARDS (N, default 16), KEET (the keet binary; default: `keet` on PATH),
 # KEET_SBATCH_OPTS (extra sbatch options for both jobs, e.g. "--partition=cpu --account=me").
 # Paths are made absolute, so the jobs and the merge find the profiles from any node.
+# A folder created here for SHARED_CACHE is 0700 (keet writes the cache file itself 0600); an
+# existing folder keeps its mode.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 in="$(realpath "${1:?profile directory}")"; out="${2:?output directory}"; cache="${3:?shared cache file}"; shift 3
-mkdir -p "$out/logs" "$(dirname "$cache")"
+mkdir -p "$out/logs"
+(umask 077 && mkdir -p "$(dirname "$cache")")
 out="$(realpath "$out")"; cache="$(realpath "$cache")"
 n="${KEET_SHARDS:-16}"
 read -r -a opts <<< "${KEET_SBATCH_OPTS:-}"

@@ -1,5 +1,6 @@
 //! One launch's analysis without the LLM: identity, facts and rule findings, in launch order.
-//! This is what `keet inspect` prints and what the explain stage starts from.
+//! This is what `keet inspect` prints ([`inspect`] reads and analyses its inputs) and what the
+//! explain stage starts from.
 
 use crate::facts::{self, Facts};
 use crate::profile::{Launch, Profile, SourceKind};
@@ -130,4 +131,55 @@ pub fn profile_time_ns(p: &Profile) -> Option<f64> {
 
 fn launch_ns(l: &Launch) -> Option<f64> {
     facts::derive_duration(l)
+}
+
+/// Why [`inspect`] could not start on its inputs (a bad file is not one: it is listed in the
+/// document's `errors`).
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("listing inputs: {0}")]
+    List(#[source] std::io::Error),
+    #[error("no .ncu-rep or .csv files found in {0}")]
+    NoInputs(String),
+    #[error("thread pool: {0}")]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+}
+
+/// `keet inspect`'s document for `inputs` (files, or folders searched recursively): each file read
+/// and analysed on `jobs` threads (0: all cores), in input order, with every raw metric of every
+/// launch when `all_metrics`. A file that is not a profile is listed in `errors`; one that ends
+/// early (a report cut off mid-write) too, after its complete launches.
+pub fn inspect(inputs: &[PathBuf], jobs: usize, all_metrics: bool) -> Result<InspectDocument, InspectError> {
+    use rayon::prelude::*;
+    let files = crate::profile::expand_inputs(inputs).map_err(InspectError::List)?;
+    if files.is_empty() {
+        return Err(InspectError::NoInputs(inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")));
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let results: Vec<_> = pool.install(|| {
+        files
+            .par_iter()
+            .map(|p| {
+                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
+                let analysed = prof.map(|prof| {
+                    let mut f = analyse_profile(&prof);
+                    if all_metrics {
+                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
+                            l.metrics = Some(metric_rows(launch));
+                        }
+                    }
+                    f
+                });
+                (analysed, err)
+            })
+            .collect()
+    });
+    let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
+    for (path, (f, e)) in files.iter().zip(results) {
+        doc.files.extend(f);
+        if let Some(e) = e {
+            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
+        }
+    }
+    Ok(doc)
 }

@@ -11,6 +11,11 @@
 //! * a file that is not a keet cache, or one written by a newer keet (schema `user_version`
 //!   above [`SCHEMA_VERSION`]), gives a [`CacheError`] naming the path, never a panic.
 //!
+//! Private by default (see [`crate::files`]): a folder the cache creates is 0700 and the file 0600
+//! (SQLite's `-wal` and `-shm` take the file's mode); keet's own cache folder and an existing cache
+//! file found readable by others are tightened, with a note on standard error. A folder named by
+//! `--cache`/`KEET_CACHE` that exists already is the user's and keeps its mode.
+//!
 //! Replacing an entry (`--refresh`) deletes the old row and inserts a new one, so the refreshed
 //! analysis gets a new id and sorts as the newest in [`Cache::history`]. Ids are never reused
 //! (`AUTOINCREMENT`): an old id shown by `keet history` never names a different analysis later.
@@ -47,6 +52,14 @@ pub enum CacheError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cache {}: cannot create the file: {source}", path.display())]
+    CreateFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cache {}: read-only (the file or its folder cannot be written)", path.display())]
+    ReadOnly { path: PathBuf },
     #[error("cache {}: not a keet cache ({detail}); delete it or pass another --cache path", path.display())]
     NotACache { path: PathBuf, detail: String },
     #[error("cache {}: written by a newer keet (schema version {found}, this keet reads up to {supported}); upgrade keet or pass another --cache path", path.display())]
@@ -69,13 +82,68 @@ pub enum CacheError {
     },
 }
 
+impl CacheError {
+    /// Whether the error says the cache cannot be created or written where it is (a folder the
+    /// user cannot write, a parent that is a file, a read-only file system), as opposed to a file
+    /// that is there but is not a usable keet cache.
+    pub fn is_unwritable(&self) -> bool {
+        match self {
+            CacheError::CreateDir { .. } | CacheError::CreateFile { .. } | CacheError::ReadOnly { .. } | CacheError::Open { .. } => true,
+            CacheError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::PermissionDenied)
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// keet's own cache folder: `<cache dir>/keet` (`~/.cache/keet` on Linux). Kept 0700.
+pub fn default_cache_dir() -> PathBuf {
+    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("keet")
+}
+
 /// The cache file keet uses: `$KEET_CACHE` if set (and not empty), else
 /// `<cache dir>/keet/analyses.sqlite3` (`~/.cache/keet/...` on Linux).
 pub fn default_cache_path() -> PathBuf {
     match std::env::var_os(CACHE_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("keet").join("analyses.sqlite3"),
+        _ => default_cache_dir().join("analyses.sqlite3"),
     }
+}
+
+/// Makes the cache's folder and file private before SQLite opens it: missing folders are created
+/// 0700, keet's own folder is tightened to 0700, a new file is created 0600 and an existing one
+/// (with any `-wal`/`-shm` beside it) tightened to 0600, with a note.
+fn prepare_private(path: &Path) -> Result<(), CacheError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::files::create_private_dir_all(dir).map_err(|source| {
+            // "File exists" alone does not say which: name the part of the path that is a file.
+            let file_in_the_way = dir.ancestors().find(|a| a.is_file());
+            let source = match file_in_the_way {
+                Some(f) => std::io::Error::other(format!("{} is a file, not a folder", f.display())),
+                None => source,
+            };
+            CacheError::CreateDir { path: path.to_owned(), source }
+        })?;
+        if dir == default_cache_dir() {
+            crate::files::make_private_noting(dir, "cache folder");
+        }
+    }
+    let created = crate::files::create_private_file(path).map_err(|source| CacheError::CreateFile { path: path.to_owned(), source })?;
+    if !created && path.is_file() {
+        crate::files::make_private_noting(path, "cache");
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let side = PathBuf::from(side);
+            if side.is_file() {
+                // The main file's note covers these.
+                let _ = crate::files::make_private(&side);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lower-case hex SHA-256 of `bytes`.
@@ -243,13 +311,35 @@ impl Cache {
     /// Opens (creating if needed, with its parent directories) the cache at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Cache, CacheError> {
         let path = path.as_ref().to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| CacheError::CreateDir { path: path.clone(), source })?;
-        }
+        prepare_private(&path)?;
         let conn = Connection::open(&path).map_err(|source| CacheError::Open { path: path.clone(), source })?;
         let cache = Cache { path, conn: Mutex::new(conn) };
         cache.init()?;
         Ok(cache)
+    }
+
+    /// Opens the cache at `path` for reading and writing, or, when it cannot be written there
+    /// ([`CacheError::is_unwritable`]: a folder the user cannot write, a read-only file), warns on
+    /// standard error naming the path and gives `None`: the run goes on without the cache, as
+    /// with `--no-cache`. Other errors (a file that is not a keet cache) are returned.
+    pub fn open_or_skip(path: impl AsRef<Path>) -> Result<Option<Cache>, CacheError> {
+        let path = path.as_ref();
+        let opened = Cache::open(path).and_then(|c| {
+            let read_only = c.conn().is_readonly(rusqlite::MAIN_DB).unwrap_or(false);
+            if read_only {
+                Err(CacheError::ReadOnly { path: path.to_owned() })
+            } else {
+                Ok(c)
+            }
+        });
+        match opened {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.is_unwritable() => {
+                eprintln!("warning: {e}; going on without the cache (as with --no-cache)");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens the cache at `path` only if the file exists (for read-only commands such as
@@ -512,7 +602,7 @@ pub fn merge_into(into: &Path, sources: &[PathBuf], mut progress: impl FnMut(&Pa
     // end, so a killed merge leaves no file behind.
     let fresh = !into.exists();
     let dir = into.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
+    crate::files::create_private_dir_all(dir).map_err(|source| CacheError::CreateDir { path: into.to_owned(), source })?;
     let tmp = if fresh {
         let t = tempfile::Builder::new()
             .prefix(".keet-cache-merge-")

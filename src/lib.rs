@@ -11,10 +11,12 @@ pub mod compare;
 pub mod eval;
 pub mod explain;
 pub mod facts;
+pub mod files;
 pub mod grounding;
 pub mod llm;
 pub mod merge;
-pub mod profile;
+/// Ingest, a crate of its own (`crates/keet-profile`); `crate::profile::...` paths keep working.
+pub use keet_profile as profile;
 pub mod prose;
 pub mod render;
 pub mod rules;

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 pub mod context;
 pub mod explain;
+pub mod explain_view;
 pub mod roofline;
 
 /// Output formats.

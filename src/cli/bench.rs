@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::generate::ModelArgs;
+use super::args::ModelArgs;
+use super::bench_synthetic::peak_rss_mb;
 use crate::llm::{ChatMessage, Engine, GenerateOptions};
 
 #[derive(clap::Subcommand, Debug)]
@@ -78,13 +79,6 @@ pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
     }
 }
 
-/// Peak resident memory of this process (VmHWM), MiB.
-pub fn peak_rss_mb() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
 
 fn percentile(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
@@ -125,7 +119,15 @@ fn bench_schema() -> Value {
 
 fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     if let Some(name) = a.synthetic.clone() {
-        return super::bench_synthetic::run(&a, &name);
+        return super::bench_synthetic::run(&super::bench_synthetic::SyntheticRun {
+            name,
+            model: a.model.clone(),
+            prompt_tokens: a.prompt_tokens,
+            tokens: a.tokens,
+            seed: a.seed,
+            copy_bytes: a.copy_bytes,
+            json: a.json,
+        });
     }
     if a.tokens == 0 {
         anyhow::bail!("--tokens must be at least 1 (decode speed needs decoded tokens)");
@@ -230,7 +232,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     // The memory ceiling of decode, measured after the peak memory is read (its two copy buffers
     // would count as the model's).
     let bw = {
-        let device = crate::llm::device::parse_device(&a.model.device)?;
+        let device = crate::llm::device::parse_device(a.model.device_or_cpu())?;
         super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
     };
     let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);

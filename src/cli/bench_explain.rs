@@ -5,8 +5,8 @@
 //! with five sample sentences. `--corpus DIR` runs every profile in the corpus's MANIFEST.tsv.
 
 use crate::explain::report::{ExplainReport, Writer};
+use super::args::ModelArgs;
 use crate::explain::{self, ExplainOptions, ProseMode};
-use crate::llm::engine::EngineOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,12 +23,8 @@ pub struct ExplainBenchArgs {
     /// Prose modes to run, each over all profiles (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = vec![ProseMode::default()])]
     pub prose: Vec<ProseMode>,
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    #[arg(long)]
-    pub device: Option<String>,
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 /// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
@@ -73,7 +69,7 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         let dir = tempfile::tempdir()?;
         let opts = ExplainOptions {
             top: a.top,
-            engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
+            engine: a.model.engine_options(),
             cache: Some(dir.path().join("bench.sqlite3")),
             prose: mode,
             ..ExplainOptions::default()

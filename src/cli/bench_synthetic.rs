@@ -3,6 +3,8 @@
 //! for every `keet bench llm`, decode speed against its memory-bandwidth limit: weight bytes read
 //! per decoded token (from the model's tensors as loaded) over a copy bandwidth measured on the
 //! same device in the same run.
+//!
+//! Below `cli::bench` (which parses the arguments and calls in here): nothing here imports it back.
 
 use std::time::Instant;
 
@@ -10,7 +12,7 @@ use anyhow::Context;
 use candle_core::Device;
 use serde_json::{json, Value};
 
-use super::bench::{peak_rss_mb, LlmBenchArgs};
+use super::args::ModelArgs;
 use crate::llm::device::{self, CopyBandwidth};
 use crate::llm::loader::LoadOptions;
 use crate::llm::synthetic::{self, SyntheticSpec};
@@ -26,6 +28,31 @@ fn r3(x: f64) -> f64 {
 
 fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// What `keet bench llm --synthetic NAME` runs: the shape, the sizes and the device.
+#[derive(Debug, Clone)]
+pub struct SyntheticRun {
+    /// The shape's name (`tiny`, `llama3-8b`, `qwen2.5-7b`, with `-q4`, `-q4_1` or `-q8`).
+    pub name: String,
+    pub model: ModelArgs,
+    pub prompt_tokens: usize,
+    /// Tokens to decode.
+    pub tokens: usize,
+    /// Seed of the random weights.
+    pub seed: u64,
+    /// Buffer of the copy-bandwidth measurement, in bytes.
+    pub copy_bytes: u64,
+    /// One JSON object instead of a table.
+    pub json: bool,
+}
+
+/// Peak resident memory of this process (VmHWM), MiB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 /// Parses a byte count: `1073741824`, `64KiB`/`64K`, `256MiB`/`256M`, `1GiB`/`1G` (binary units).
@@ -114,7 +141,8 @@ pub fn print_limit(k: &Value) {
 }
 
 /// `keet bench llm --synthetic NAME`.
-pub fn run(a: &LlmBenchArgs, name: &str) -> anyhow::Result<i32> {
+pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
+    let name = a.name.as_str();
     let spec = SyntheticSpec::parse(name)?;
     if a.prompt_tokens == 0 || a.tokens == 0 {
         anyhow::bail!("--prompt-tokens and --tokens must be at least 1 (got {} and {})", a.prompt_tokens, a.tokens);
@@ -130,7 +158,7 @@ pub fn run(a: &LlmBenchArgs, name: &str) -> anyhow::Result<i32> {
         );
     }
     let threads = crate::llm::threads::configure(a.model.threads);
-    let dev = device::parse_device(&a.model.device)?;
+    let dev = device::parse_device(a.model.device_or_cpu())?;
     let dev_name = device::device_name(&dev);
     let need = spec.memory_need(&dev, positions);
     let fits = |what: &str, need_b: u64, free: Option<u64>, source: &str| -> anyhow::Result<()> {

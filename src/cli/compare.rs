@@ -1,8 +1,8 @@
 //! `keet compare BEFORE AFTER`: matched kernels, metric deltas and a validated explanation of
 //! what changed; `--fail-on-regression PCT` turns it into a CI gate.
 
+use super::args::{JobsArgs, ModelArgs, OutputArgs};
 use crate::compare::{self, CompareOptions, CompareReport};
-use crate::llm::engine::EngineOptions;
 use crate::render;
 use std::path::PathBuf;
 
@@ -29,9 +29,8 @@ pub struct CompareArgs {
     /// (`--model`, else the default); the smallest changes are cut first.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<usize>,
-    /// Write the report to this file (atomically) instead of standard output.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Exit 1 when any matched kernel's total time grew by more than PCT percent.
     #[arg(long, value_name = "PCT")]
     pub fail_on_regression: Option<f64>,
@@ -41,18 +40,10 @@ pub struct CompareArgs {
     /// Ask the model about at most this many changed kernels (largest time change first).
     #[arg(long, default_value_t = 3)]
     pub top: usize,
-    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the installed default).
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    /// cpu (default), cuda or cuda:N.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// CPU threads for the model.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Threads for parsing (default: all cores).
-    #[arg(long, short = 'j', default_value_t = 0)]
-    pub jobs: usize,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
 }
 
 /// Renders the report in `format`.
@@ -78,14 +69,14 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
             eprintln!("error: --max-tokens applies to --format context only");
             return Ok(2);
         }
-        Some(n) => Some((n, super::token_counter(a.model.as_deref())?)),
+        Some(n) => Some((n, super::token_counter(a.model.model.as_deref())?)),
         None => None,
     };
     let opts = CompareOptions {
         top: a.top,
         no_llm: a.no_llm || a.top == 0,
-        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
-        jobs: a.jobs,
+        engine: a.model.engine_options(),
+        jobs: a.jobs.jobs,
     };
     let mut report = compare::compare(&a.before, &a.after, &opts).map_err(|e| match e {
         compare::CompareError::Llm(_) => anyhow::anyhow!("{e} (use --no-llm for the deltas alone)"),
@@ -116,7 +107,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         }
         None => render_report(&report, format)?,
     };
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     if !report.errors.is_empty() {
         return Ok(2);
     }

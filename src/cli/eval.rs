@@ -39,11 +39,10 @@ pub struct EvalArgs {
     /// Output format: text (default) or json (schema keet.eval/1, with every answer).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<EvalFormat>,
-    /// Write the results to this file (atomically) instead of standard output.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
     #[command(flatten)]
-    pub model: super::generate::ModelArgs,
+    pub output: super::args::OutputArgs,
+    #[command(flatten)]
+    pub model: super::args::ModelArgs,
     /// Threads for parsing (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0)]
     pub jobs: usize,
@@ -86,6 +85,6 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         EvalFormat::Json => render::json(&report)?,
         EvalFormat::Text => render::render("eval.txt", &report)?,
     };
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })
 }

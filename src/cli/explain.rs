@@ -1,7 +1,7 @@
 //! `keet explain`: validated explanations of the kernels that take the time.
 
+use super::args::{CacheArgs, JobsArgs, ModelArgs, OutputArgs};
 use crate::explain::{self, ExplainOptions};
-use crate::llm::engine::EngineOptions;
 use crate::render::{self, Format};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -19,18 +19,10 @@ pub struct ExplainArgs {
     /// (`--model`, else the default); the least important kernels are cut first.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<usize>,
-    /// Write the report to this file (atomically) instead of standard output.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the installed default).
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    /// cpu (default), cuda or cuda:N.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// CPU threads for the model (default: see README, KEET_THREADS).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Explain at most this many kernels.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -43,18 +35,13 @@ pub struct ExplainArgs {
     /// The rule layer's report alone: no model is loaded.
     #[arg(long)]
     pub no_llm: bool,
-    /// Neither read nor write the analysis cache.
-    #[arg(long)]
-    pub no_cache: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     /// Recompute cached analyses and replace them.
     #[arg(long)]
     pub refresh: bool,
-    /// Cache file (default: keet's cache dir).
-    #[arg(long, env = "KEET_CACHE")]
-    pub cache: Option<PathBuf>,
-    /// Threads for parsing and facts (default: all cores).
-    #[arg(long, short = 'j', default_value_t = 0)]
-    pub jobs: usize,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
     /// CUDA source files whose lines findings may point at (with a profile that has line numbers).
     #[arg(long = "source")]
     pub source: Vec<PathBuf>,
@@ -80,10 +67,10 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         max_findings: a.max_findings.clamp(1, 4),
         no_llm: a.no_llm,
         repair_attempts: 1,
-        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
-        cache: if a.no_cache { None } else { Some(a.cache.clone().unwrap_or_else(crate::cache::default_cache_path)) },
+        engine: a.model.engine_options(),
+        cache: a.cache.path(),
         refresh: a.refresh,
-        jobs: a.jobs,
+        jobs: a.jobs.jobs,
         source_files: a.source.clone(),
         progress: std::io::stderr().is_terminal(),
         shard: a.shard,
@@ -108,7 +95,7 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
             eprintln!("error: --max-tokens applies to --format context only");
             return Ok(2);
         }
-        Some(n) => Some((n, super::token_counter(a.model.as_deref())?)),
+        Some(n) => Some((n, super::token_counter(a.model.model.as_deref())?)),
         None => None,
     };
     let opts = options(&a);
@@ -130,7 +117,7 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
         }
         None => render::explain::render_explain(&report, format)?,
     };
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     if a.stats {
         eprintln!("{}", serde_json::to_string(&stats).unwrap_or_default());
     }

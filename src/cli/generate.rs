@@ -5,28 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::llm::{ChatMessage, Engine, EngineOptions, GenerateOptions};
-
-/// Options shared by the commands that load the model.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct ModelArgs {
-    /// Model: a .gguf file, a model folder, or a manifest name (default: KEET_MODEL, then the
-    /// installed default model, then the local Hugging Face cache).
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    /// Device: cpu, cuda or cuda:N.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    /// CPU threads (default: KEET_THREADS, else cores - 1 reduced by the current load, at least 1).
-    #[arg(long)]
-    pub threads: Option<usize>,
-}
-
-impl ModelArgs {
-    pub fn engine_options(&self) -> EngineOptions {
-        EngineOptions { model: self.model.clone(), device: Some(self.device.clone()), threads: self.threads }
-    }
-}
+use super::args::ModelArgs;
+use crate::llm::{ChatMessage, Engine, GenerateOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct GenerateArgs {

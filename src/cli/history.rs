@@ -1,11 +1,13 @@
 //! `keet history` (list past analyses kept in the cache) and `keet show ID` (print one again,
 //! without the profile or the model). `show` prints the stored single-kernel explain report with
-//! the kernel marked `cached` and `cache_id = ID`, rendered by the explain templates exactly as
-//! `keet explain` renders it (text, md) or as JSON. Neither command creates a cache file.
+//! the kernel marked `cached` and `cache_id = ID`, as JSON or rendered by the explain templates
+//! through the same template context as `keet explain`
+//! ([`crate::render::explain_view`]: the report's JSON is all either needs; the typed report is
+//! serialise-only). Neither command creates a cache file.
 
+use super::args::{CacheFileArg, OutputArgs};
 use crate::cache::{Cache, CacheError, HistoryRow};
 use anyhow::Context;
-use std::path::PathBuf;
 
 /// JSON schema tag of `keet history --format json`.
 pub const HISTORY_SCHEMA: &str = "keet.history/1";
@@ -27,37 +29,29 @@ pub enum ShowFormat {
 pub struct HistoryArgs {
     /// Only analyses whose file, kernel, model or verdict contains this text (case-insensitive).
     pub filter: Option<String>,
-    /// The cache file (default: keet's cache dir, `analyses.sqlite3`).
-    #[arg(long, env = "KEET_CACHE", value_name = "PATH")]
-    pub cache: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheFileArg,
     /// Show at most this many analyses, newest first (0: all).
     #[arg(long, short = 'n', default_value_t = 20)]
     pub limit: usize,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = HistoryFormat::Text)]
     pub format: HistoryFormat,
-    /// Write to this file instead of standard output (written atomically).
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
     /// The analysis id (first column of `keet history`).
     pub id: i64,
-    /// The cache file (default: keet's cache dir, `analyses.sqlite3`).
-    #[arg(long, env = "KEET_CACHE", value_name = "PATH")]
-    pub cache: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheFileArg,
     /// Output format (json: the stored `keet.explain/2` report, marked as coming from the cache).
     #[arg(long, short = 'f', value_enum, default_value_t = ShowFormat::Text)]
     pub format: ShowFormat,
-    /// Write to this file instead of standard output (written atomically).
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-}
-
-fn cache_path(arg: Option<PathBuf>) -> PathBuf {
-    arg.filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(crate::cache::default_cache_path)
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Opens an existing cache; a file that is not a keet cache (or is from a newer keet) is bad
@@ -74,7 +68,7 @@ fn open(path: &std::path::Path) -> Result<Result<Option<Cache>, i32>, anyhow::Er
 }
 
 pub fn run_history(a: HistoryArgs) -> anyhow::Result<i32> {
-    let path = cache_path(a.cache);
+    let path = a.cache.path();
     let cache = match open(&path)? {
         Ok(c) => c,
         Err(code) => return Ok(code),
@@ -103,7 +97,7 @@ pub fn run_history(a: HistoryArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     Ok(0)
 }
 
@@ -156,7 +150,7 @@ pub fn history_table(rows: &[HistoryRow]) -> String {
 }
 
 pub fn run_show(a: ShowArgs) -> anyhow::Result<i32> {
-    let path = cache_path(a.cache);
+    let path = a.cache.path();
     let cache = match open(&path)? {
         Ok(Some(c)) => c,
         Ok(None) => {
@@ -174,10 +168,10 @@ pub fn run_show(a: ShowArgs) -> anyhow::Result<i32> {
     mark_cached(&mut report, entry.id);
     let out = match a.format {
         ShowFormat::Json => crate::render::json(&report)?,
-        ShowFormat::Text => render_or_json("explain.txt", &report)?,
-        ShowFormat::Md => render_or_json("explain.md", &report)?,
+        ShowFormat::Text => render_stored("explain.txt", &report)?,
+        ShowFormat::Md => render_stored("explain.md", &report)?,
     };
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     Ok(0)
 }
 
@@ -192,114 +186,19 @@ pub fn mark_cached(report: &mut serde_json::Value, id: i64) {
     }
 }
 
-fn is_fact(v: &serde_json::Value) -> bool {
-    v.get("key").is_some_and(|k| k.is_string()) && v.get("value").is_some() && v.get("evidence").is_some_and(|e| e.is_array())
-}
-
-/// Every fact in a serialised [`crate::facts::Facts`], in [`crate::facts::Facts::all`] order: the
-/// top-level facts, the roofline's, the occupancy limit's, the stalls'; then any other fact
-/// found deeper (a newer report's additions).
-pub fn facts_list(facts: &serde_json::Value) -> Vec<serde_json::Value> {
-    use serde_json::Value;
-    let mut out: Vec<Value> = vec![];
-    let Some(obj) = facts.as_object() else { return out };
-    out.extend(obj.values().filter(|v| is_fact(v)).cloned());
-    if let Some(r) = obj.get("roofline").and_then(Value::as_object) {
-        out.extend(r.values().filter(|v| is_fact(v)).cloned());
-    }
-    if let Some(f) = obj.get("occupancy_limit").and_then(|o| o.get("blocks_per_sm")).filter(|v| is_fact(v)) {
-        out.push(f.clone());
-    }
-    for s in obj.get("stalls").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(f) = s.get("cycles_per_issue").filter(|v| is_fact(v)) {
-            out.push(f.clone());
-        }
-    }
-    fn walk(v: &Value, seen: &mut Vec<Value>) {
-        if is_fact(v) {
-            if !seen.contains(v) {
-                seen.push(v.clone());
-            }
-            return;
-        }
-        match v {
-            Value::Object(m) => m.values().for_each(|c| walk(c, seen)),
-            Value::Array(a) => a.iter().for_each(|c| walk(c, seen)),
-            _ => {}
-        }
-    }
-    walk(facts, &mut out);
-    out
-}
-
-/// The explain templates' context built from a stored report's JSON, as
-/// [`crate::render::explain::template_context`] builds it from the typed report: kernels in rank
-/// order with `facts_list`, `gain_rank` and `model_findings`, and `totals`. (`chart` is only drawn
-/// by the HTML page, which `keet show` does not produce.)
-pub fn show_context(report: &serde_json::Value) -> serde_json::Value {
-    use serde_json::{json, Value};
-    let mut v = report.clone();
-    let mut kernels: Vec<Value> = report.get("kernels").and_then(Value::as_array).cloned().unwrap_or_default();
-    kernels.sort_by_key(|k| k.get("rank").and_then(Value::as_u64).unwrap_or(u64::MAX));
-    let gain = |k: &Value| k.get("estimated_gain_ns").and_then(Value::as_f64).filter(|g| g.is_finite());
-    let rank = |k: &Value| k.get("rank").and_then(Value::as_u64).unwrap_or(u64::MAX);
-    let mut by_gain: Vec<usize> = (0..kernels.len()).filter(|&i| gain(&kernels[i]).is_some()).collect();
-    by_gain.sort_by(|&a, &b| gain(&kernels[b]).unwrap().total_cmp(&gain(&kernels[a]).unwrap()).then(rank(&kernels[a]).cmp(&rank(&kernels[b]))));
-    let (mut model, mut rules, mut dropped, mut explained_ns) = (0usize, 0usize, 0usize, 0f64);
-    for (i, k) in kernels.iter_mut().enumerate() {
-        let gain_rank = by_gain.iter().position(|&j| j == i).map(|p| json!(p + 1)).unwrap_or(Value::Null);
-        let facts = k.pointer("/analysis/facts").cloned().unwrap_or(Value::Null);
-        let findings = k.get("findings").and_then(Value::as_array).cloned().unwrap_or_default();
-        let m = findings.iter().filter(|f| f.get("origin").and_then(Value::as_str) != Some("rules")).count();
-        model += m;
-        rules += findings.len() - m;
-        dropped += k.get("dropped").and_then(Value::as_array).map_or(0, Vec::len);
-        if let Some(d) = k.pointer("/kernel/total_duration_ns").and_then(Value::as_f64).filter(|d| d.is_finite()) {
-            explained_ns += d;
-        }
-        if k.is_object() {
-            k["facts_list"] = Value::Array(facts_list(&facts));
-            k["gain_rank"] = gain_rank;
-            k["model_findings"] = json!(m);
-        }
-    }
-    let total = report.get("total_duration_ns").and_then(Value::as_f64).unwrap_or(0.0);
-    let share = if total > 0.0 { 100.0 * explained_ns / total } else { 0.0 };
-    if v.is_object() {
-        v["kernels"] = Value::Array(kernels);
-        v["totals"] = json!({
-            "model_findings": model,
-            "rules_findings": rules,
-            "dropped": dropped,
-            "explained_ns": explained_ns,
-            "explained_share_pct": share,
-        });
-        v["chart"] = Value::Null;
-    }
-    v
-}
-
-/// Renders the stored report with the explain template (see [`show_context`]); a keet built
-/// without that template prints the JSON instead (with a note on standard error).
-fn render_or_json(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
-    let rendered = crate::render::explain::environment()
+/// Renders the stored report with an explain template through the explain templates' own context
+/// ([`crate::render::explain_view::template_context_from_json`], the one `keet explain` uses).
+fn render_stored(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
+    let ctx = crate::render::explain_view::template_context_from_json(report);
+    let mut out = crate::render::explain_view::environment()
         .get_template(template)
-        .and_then(|t| t.render(minijinja::Value::from_serialize(show_context(report))))
-        .map(|mut s| {
-            if !s.ends_with('\n') {
-                s.push('\n');
-            }
-            s
-        })
-        .map_err(|source| crate::render::RenderError::Template { name: template.into(), source });
-    match rendered {
-        Ok(s) => Ok(s),
-        Err(crate::render::RenderError::Template { source, .. }) if source.kind() == minijinja::ErrorKind::TemplateNotFound => {
-            eprintln!("note: no {template} template in this keet; printing the stored JSON");
-            Ok(crate::render::json(report)?)
-        }
-        Err(e) => Err(e).with_context(|| format!("rendering the stored report with {template}")),
+        .and_then(|t| t.render(minijinja::Value::from_serialize(ctx)))
+        .map_err(|source| crate::render::RenderError::Template { name: template.into(), source })
+        .with_context(|| format!("rendering the stored report with {template}"))?;
+    if !out.ends_with('\n') {
+        out.push('\n');
     }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -5,11 +5,10 @@
 //! A file that ends early (a report cut off mid-write) still has its complete launches printed;
 //! the cut is reported as an error and the exit status is 2, as for any bad input.
 
-use crate::analysis::{self, FileError, InspectDocument, INSPECT_SCHEMA};
+use super::args::{JobsArgs, OutputArgs};
+use crate::analysis::{self, InspectDocument};
 use crate::render::{self, Format};
-use anyhow::Context;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -20,12 +19,10 @@ pub struct InspectArgs {
     /// Output format (text by default; JSON follows the documented `keet.inspect/1` schema).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
-    /// Write to this file instead of standard output (written atomically).
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Parse files in parallel with this many threads (default: all cores).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
     /// List every raw metric of every launch: name, value, unit, raw value and raw unit as stored.
     #[arg(long)]
     pub all_metrics: bool,
@@ -45,40 +42,9 @@ pub fn template_context(doc: &InspectDocument) -> serde_json::Value {
 }
 
 pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
-    let files = crate::profile::expand_inputs(&a.paths).context("listing inputs")?;
-    if files.is_empty() {
-        anyhow::bail!("no .ncu-rep or .csv files found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
-    }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().context("thread pool")?;
     let all_metrics = a.all_metrics;
-    let results: Vec<_> = pool.install(|| {
-        use rayon::prelude::*;
-        files
-            .par_iter()
-            .map(|p| {
-                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
-                let analysed = prof.map(|prof| {
-                    let mut f = analysis::analyse_profile(&prof);
-                    if all_metrics {
-                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
-                            l.metrics = Some(analysis::metric_rows(launch));
-                        }
-                    }
-                    f
-                });
-                (analysed, err)
-            })
-            .collect()
-    });
-    let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
-    let mut bad_input = false;
-    for (path, (f, e)) in files.iter().zip(results) {
-        doc.files.extend(f);
-        if let Some(e) = e {
-            bad_input = true;
-            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
-        }
-    }
+    let doc = analysis::inspect(&a.paths, a.jobs.jobs, all_metrics)?;
+    let bad_input = !doc.errors.is_empty();
     let format = a.format.unwrap_or(Format::Text);
     let mut out = match format {
         Format::Json => render::json(&doc)?,
@@ -92,7 +58,7 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
     if all_metrics && format != Format::Json {
         out.push_str(&metrics_tables(&doc, format == Format::Md));
     }
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     for e in &doc.errors {
         eprintln!("error: {}", e.message);
     }
@@ -100,7 +66,6 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
         // Bad input: exit 2 as documented (other files were still reported).
         return Ok(2);
     }
-    let _ = std::io::stdout().is_terminal();
     Ok(0)
 }
 

@@ -1,11 +1,13 @@
 //! `keet merge PART...`: one report from the JSON reports of a sharded batch (see [`crate::merge`]).
 
-use crate::llm::engine::EngineOptions;
+use super::args::{CacheArgs, ModelArgs, OutputArgs};
 use crate::merge::{self, MergeOptions};
 use crate::render::{self, Format};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("model", |a| a.help("Model for kernels no shard explained (default: the model the parts recorded; checked by SHA-256)")))]
+#[command(mut_arg("cache", |a| a.help("Cache consulted for kernels no shard explained (default: KEET_CACHE, else keet's cache dir, as for explain)")))]
 pub struct MergeArgs {
     /// The shard reports (`keet explain --shard K/N --format json -o part-K.json`), all N of them.
     #[arg(required = true, value_name = "PART")]
@@ -13,30 +15,18 @@ pub struct MergeArgs {
     /// Output format: text (default), md, json (schema keet.explain/2) or html.
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
-    /// Write the report to this file (atomically) instead of standard output.
-    #[arg(long, short = 'o')]
-    pub output: Option<PathBuf>,
-    /// Model for kernels no shard explained (default: the path the parts recorded; checked by SHA-256).
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
-    /// cpu (default), cuda or cuda:N.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// CPU threads for the model.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Cache consulted for kernels no shard explained (default: keet's cache, as for explain).
-    #[arg(long, env = "KEET_CACHE")]
-    pub cache: Option<PathBuf>,
-    /// Neither read nor write the analysis cache.
-    #[arg(long)]
-    pub no_cache: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 pub fn run(a: MergeArgs) -> anyhow::Result<i32> {
     let opts = MergeOptions {
-        engine: EngineOptions { model: a.model.clone(), device: a.device.clone(), threads: a.threads },
-        cache: if a.no_cache { None } else { Some(a.cache.clone().unwrap_or_else(crate::cache::default_cache_path)) },
+        engine: a.model.engine_options(),
+        cache: a.cache.path(),
     };
     let (report, _) = match merge::merge(&a.parts, &opts) {
         Ok(r) => r,
@@ -48,7 +38,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<i32> {
         }
     };
     let out = render::explain::render_explain(&report, a.format.unwrap_or(Format::Text))?;
-    super::write_output(a.output.as_deref(), &out)?;
+    a.output.write(&out)?;
     for e in &report.errors {
         eprintln!("error: {}", e.message);
     }

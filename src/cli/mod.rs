@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and dispatch to the stages. Exit codes: 0 success,
 //! 1 a finding/regression threshold tripped or some inputs failed, 2 bad input or usage.
 
+pub mod args;
 pub mod bench;
 pub mod bench_explain;
 pub mod bench_batch;
@@ -107,8 +108,9 @@ pub fn token_counter(model: Option<&str>) -> anyhow::Result<TokenCounter> {
     Ok(Box::new(move |s: &str| tok.encode(s).map(|v| v.len()).unwrap_or(usize::MAX)))
 }
 
-/// Writes `text` to `path` atomically (temp file + rename, so no partial file is left behind),
-/// or to standard output when `path` is `None`.
+/// Writes `text` to `path` atomically (temp file + rename, so no partial file is left behind; a new
+/// file gets the mode the umask gives, see [`crate::files::write_atomic`]), or to standard output
+/// when `path` is `None`.
 pub fn write_output(path: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
     use anyhow::Context;
     use std::io::Write;
@@ -120,12 +122,6 @@ pub fn write_output(path: Option<&std::path::Path>, text: &str) -> anyhow::Resul
                 r => r.context("writing to standard output"),
             }
         }
-        Some(p) => {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-            tmp.write_all(text.as_bytes()).with_context(|| format!("writing {}", p.display()))?;
-            tmp.persist(p).with_context(|| format!("writing {}", p.display()))?;
-            Ok(())
-        }
+        Some(p) => crate::files::write_atomic(p, text.as_bytes()).with_context(|| format!("writing {}", p.display())),
     }
 }

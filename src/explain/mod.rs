@@ -265,7 +265,7 @@ pub fn explain_table(
     stats.parse_s = t0.elapsed().as_secs_f64();
 
     let cache = match &opts.cache {
-        Some(p) => Some(crate::cache::Cache::open(p)?),
+        Some(p) => crate::cache::Cache::open_or_skip(p)?,
         None => None,
     };
     let model_sha: Option<String> = match &model_source {

@@ -8,7 +8,7 @@
 //! change for compare), then the last kernel's detail, and a note says what was left out. The
 //! result never exceeds the budget; a budget too small for the one-line header is an error.
 
-use super::explain::environment;
+use super::explain_view::environment;
 use super::RenderError;
 use crate::compare::CompareReport;
 use crate::explain::report::ExplainReport;
@@ -26,7 +26,7 @@ const FULL: u8 = 2;
 
 /// The explain report as context, within `budget` when given.
 pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> Result<String, RenderError> {
-    let mut base = super::explain::template_context(report);
+    let mut base = super::explain_view::template_context(report);
     let kernels = base["kernels"].as_array_mut().map(std::mem::take).unwrap_or_default();
     let mut devices: Vec<String> = Vec::new();
     let kernels: Vec<Value> = kernels
@@ -92,7 +92,7 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
         for e in &f.finding.evidence {
             if seen.insert(e.metric.clone()) {
                 let unit = if e.unit.is_empty() { String::new() } else { format!(" {}", e.unit) };
-                out.push(format!("`{}` = {}{unit}", super::explain::md_code(&e.metric), crate::rules::fmt_num(e.value)));
+                out.push(format!("`{}` = {}{unit}", super::explain_view::md_code(&e.metric), crate::rules::fmt_num(e.value)));
             }
         }
     }

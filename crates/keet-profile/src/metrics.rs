@@ -631,7 +631,7 @@ impl RowBuilder {
         RowBuilder { cols, fields: RowFields::Spans(Vec::new()), text: String::new() }
     }
 
-    /// A row read from `line` by [`quoted_line`](crate::profile::csv_pages::tokenizer::quoted_line): its index is kept as it is, `line`
+    /// A row read from `line` by [`quoted_line`](crate::csv_pages::tokenizer::quoted_line): its index is kept as it is, `line`
     /// is copied once.
     pub fn from_line(cols: Arc<Columns>, line: &str, fields: QuotedLine) -> Self {
         RowBuilder { cols, fields: RowFields::Line(fields), text: line.to_owned() }
@@ -768,7 +768,7 @@ mod tests {
         assert_eq!(slot, [Some(0), Some(1), None, Some(2)]);
         assert_eq!((cols.find("a"), cols.find("b"), cols.find("c")), (Some(1), Some(0), Some(2)));
         let line = r#""x"," 1.5 ","7","","k","n/a""#;
-        let mut r = RowBuilder::from_line(cols.clone(), line, crate::profile::csv_pages::tokenizer::quoted_line(line, b',').unwrap());
+        let mut r = RowBuilder::from_line(cols.clone(), line, crate::csv_pages::tokenizer::quoted_line(line, b',').unwrap());
         r.narrow(1, 6, 9);
         let m = r.finish(3);
         assert_eq!(m.len(), 2);

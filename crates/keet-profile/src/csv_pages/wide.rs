@@ -14,8 +14,8 @@
 
 use super::tokenizer::{FieldSink, QuotedLine};
 use super::{trim_cell, Fields, Header, IdentityCols, Input, IDENTITY_COLUMNS};
-use crate::profile::units::{comma_evidence, normalize_unit, NumberLocale, Scale};
-use crate::profile::{Columns, ColumnsBuilder, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind};
+use crate::units::{comma_evidence, normalize_unit, NumberLocale, Scale};
+use crate::{Columns, ColumnsBuilder, Launch, MetricValue, Metrics, Profile, Result, RowBuilder, SourceKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;

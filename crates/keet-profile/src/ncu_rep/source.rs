@@ -12,7 +12,7 @@
 //! instance for that address is 0, as on ncu's source page.
 
 use super::proto::{self, MetricValueKind};
-use crate::profile::{MetricValue, Metrics, SourceRow, SourceView};
+use crate::{MetricValue, Metrics, SourceRow, SourceView};
 use prost::bytes::Bytes;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

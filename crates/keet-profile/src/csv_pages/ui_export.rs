@@ -9,8 +9,8 @@
 //! aggregate); the count is dropped and a value-less cell is kept as text.
 
 use super::{cell_metric, locale_of, parse_dim3, parse_u64, set_kernel_name, Header, Input, UnitCache};
-use crate::profile::names::looks_raw;
-use crate::profile::{Launch, Profile, Result, SourceKind};
+use crate::names::looks_raw;
+use crate::{Launch, Profile, Result, SourceKind};
 
 pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>, had_bom: bool) -> Result<Profile> {
     let rows = input.data_rows(header)?;
@@ -23,7 +23,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     let locale = locale_of(rows.iter().flat_map(|(_, f)| f.iter().skip(1).map(|s| strip_instances(s))));
     let mut units = UnitCache::new();
     // Per launch; a key given twice keeps its first row (the builder keeps the first push).
-    let mut metrics: Vec<crate::profile::MetricsBuilder> = (0..n).map(|_| crate::profile::MetricsBuilder::new()).collect();
+    let mut metrics: Vec<crate::MetricsBuilder> = (0..n).map(|_| crate::MetricsBuilder::new()).collect();
     for (line, f) in &rows {
         let key = f.first().map(|s| s.trim()).unwrap_or("");
         if key.is_empty() {
@@ -79,7 +79,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             let value = strip_instances(cell);
             let mut m = cell_metric(value, raw_unit, &norm, locale, *line);
             if value.is_empty() {
-                m.value = crate::profile::MetricValue::Text(cell);
+                m.value = crate::MetricValue::Text(cell);
             }
             m.raw_value = cell;
             if !is_raw_name {

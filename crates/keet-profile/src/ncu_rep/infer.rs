@@ -7,7 +7,7 @@
 //! Only the cases that are unambiguous in practice are inferred (checked against the units rows
 //! of the corpus raw CSV pages); everything else is [`Unit::None`].
 
-use crate::profile::Unit;
+use crate::Unit;
 
 /// The normalised unit of a metric value stored in a report, guessed from its raw name.
 pub fn unit_for_metric(name: &str) -> Unit {

@@ -6,13 +6,13 @@
 //! (metric rows end after `Metric Value`, often with a trailing empty field).
 //!
 //! Metric keys: `--metrics` rows already carry raw names; details rows are mapped with
-//! [`crate::profile::names::raw_name`]. Unmapped rows are kept as `"<Section>/<Label>"` (or
+//! [`crate::names::raw_name`]. Unmapped rows are kept as `"<Section>/<Label>"` (or
 //! `"<Section>/<Body Item Label>/<Label>"`), repeated unmapped labels get `" #2"`, `" #3"`...
 //! When several rows map to the same raw name (a label shown in two sections) the first is kept.
 
 use super::{cell_metric, locale_of, short, trim_cell, Header, IdentityCols, Input, UnitCache};
-use crate::profile::names::{self, COMMAND_LINE_SECTION};
-use crate::profile::{MetricsBuilder, NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
+use crate::names::{self, COMMAND_LINE_SECTION};
+use crate::{MetricsBuilder, NcuRuleResult, NcuRuleType, Profile, Result, SourceKind};
 use std::collections::HashMap;
 
 pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Vec<String>) -> Result<Profile> {
@@ -34,7 +34,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
 
     let locale = locale_of(rows.iter().filter_map(|(_, f)| f.get(c_value).map(|s| &**s)));
 
-    let mut launches: Vec<crate::profile::Launch> = Vec::new();
+    let mut launches: Vec<crate::Launch> = Vec::new();
     // Per launch; a name seen twice keeps its first row (the builder keeps the first push).
     let mut metrics: Vec<MetricsBuilder> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
@@ -65,7 +65,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
                 kind: rule_type(get(c_rule_type)),
                 message: get(c_rule_desc).to_string(),
                 speedup_type: Some(get(c_speedup_type)).filter(|s| !s.is_empty()).map(str::to_string),
-                speedup_pct: crate::profile::units::parse_number(speedup, locale).ok().flatten(),
+                speedup_pct: crate::units::parse_number(speedup, locale).ok().flatten(),
             });
         }
         let label = get(Some(c_name));

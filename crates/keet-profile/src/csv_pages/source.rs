@@ -12,8 +12,8 @@
 //! the matching launch of a profile read from another export.
 
 use super::{set_kernel_name, Header, Input};
-use crate::profile::units::{parse_number, NumberLocale};
-use crate::profile::{Launch, Profile, Result, SourceKind, SourceRow, SourceView};
+use crate::units::{parse_number, NumberLocale};
+use crate::{Launch, Profile, Result, SourceKind, SourceRow, SourceView};
 
 /// Columns that describe the row rather than count something.
 const NON_COUNTERS: &[&str] = &["Address", "# Address", "Source", "Line No", "Line", "File", "File Path", "Function Name"];

@@ -803,7 +803,7 @@ pub(crate) fn locale_of<'b>(values: impl IntoIterator<Item = &'b str>) -> Number
     detect_locale(values)
 }
 
-/// A metric view of a cell as written, for [`crate::profile::MetricsBuilder::push`].
+/// A metric view of a cell as written, for [`crate::MetricsBuilder::push`].
 pub(crate) fn cell_metric<'a>(raw_value: &'a str, raw_unit: &'a str, norm: &'a (f64, super::Unit), locale: NumberLocale, line: u64) -> Metric<'a> {
     // `None` for text that is not a number (`n/a` included), kept as text.
     let value = match super::units::parse_scaled(raw_value, norm.0, locale) {

@@ -1,7 +1,7 @@
 //! Unit tests of the CSV readers on small inline inputs (the real corpus is in `tests/csv_corpus.rs`).
 
 use super::*;
-use crate::profile::{MetricValue, NcuRuleType, ProfileError, SourceKind, Unit};
+use crate::{MetricValue, NcuRuleType, ProfileError, SourceKind, Unit};
 use std::path::Path;
 
 const DETAILS_HEADER: &str = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Body Item Label\",\"Metric Name\",\"Metric Unit\",\"Metric Value\",\"Rule Name\",\"Rule Type\",\"Rule Description\",\"Estimated Speedup Type\",\"Estimated Speedup\"";
@@ -12,7 +12,7 @@ fn drow(id: u32, kernel: &str, section: &str, body: &str, name: &str, unit: &str
     )
 }
 
-fn read_str(s: &str) -> crate::profile::Result<Profile> {
+fn read_str(s: &str) -> crate::Result<Profile> {
     read(Path::new("t.csv"), s.as_bytes())
 }
 
@@ -191,7 +191,7 @@ fn page_ending_inside_a_quoted_field_keeps_the_complete_rows() {
             Err(e @ ProfileError::Truncated { .. }) => {
                 assert!(e.to_string().starts_with("t.csv: line 4: the file ends early: a quoted field"), "{e}");
                 let ProfileError::Truncated { at, launches, recovered, .. } = e else { unreachable!() };
-                assert_eq!((at, launches), (crate::profile::At::Line(4), 2));
+                assert_eq!((at, launches), (crate::At::Line(4), 2));
                 let names: Vec<&str> = recovered.launches.iter().map(|l| l.name.as_str()).collect();
                 assert_eq!(names, ["a", "b"]);
                 assert_eq!(num(&recovered, 1, "gpu__time_duration.sum"), 20.0);
@@ -204,7 +204,7 @@ fn page_ending_inside_a_quoted_field_keeps_the_complete_rows() {
     let raw = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n\"0\",\"k\",\"5\"\n\"1\",\"k\",\"6";
     match read_str(raw) {
         Err(ProfileError::Truncated { at, recovered, .. }) => {
-            assert_eq!(at, crate::profile::At::Line(4));
+            assert_eq!(at, crate::At::Line(4));
             assert_eq!(recovered.launches.len(), 1);
             assert_eq!(num(&recovered, 0, "gpu__time_duration.sum"), 5.0);
         }
@@ -480,7 +480,7 @@ fn mutations_never_panic() {
 /// every CSV file of the corpus.
 #[test]
 fn parallel_and_sequential_readers_agree() {
-    let json = |r: crate::profile::Result<Profile>| match r {
+    let json = |r: crate::Result<Profile>| match r {
         Ok(p) => serde_json::to_string(&p).unwrap(),
         Err(e) => format!("error: {e}"),
     };
@@ -518,9 +518,9 @@ fn parallel_and_sequential_readers_agree() {
     same("padded.csv", big.replace("\"5\",\"n/a\"", "\" 5\",\"n/a \"").as_bytes());
     same("escaped.csv", big.replacen("\"n/a\"", "\"say \"\"hi\"\"\"", 7).as_bytes());
     // Every CSV export of the corpus.
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
     let mut n = 0;
-    for f in crate::profile::expand_inputs(&[corpus]).unwrap_or_default() {
+    for f in crate::expand_inputs(&[corpus]).unwrap_or_default() {
         if f.extension().is_some_and(|e| e == "csv") {
             same(&f.display().to_string(), &std::fs::read(&f).unwrap());
             n += 1;
