@@ -131,3 +131,37 @@ pub fn profile_time_ns(p: &Profile) -> Option<f64> {
 fn launch_ns(l: &Launch) -> Option<f64> {
     facts::derive_duration(l)
 }
+
+/// `keet inspect`'s document for `files` (already expanded from the inputs), parsed with `jobs`
+/// threads (0: all cores). A file cut off mid-write keeps its complete launches and adds an error
+/// (naming where it ends); `all_metrics` adds every raw metric of every launch.
+pub fn inspect_files(files: &[PathBuf], jobs: usize, all_metrics: bool) -> Result<InspectDocument, rayon::ThreadPoolBuildError> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let results: Vec<_> = pool.install(|| {
+        use rayon::prelude::*;
+        files
+            .par_iter()
+            .map(|p| {
+                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
+                let analysed = prof.map(|prof| {
+                    let mut f = analyse_profile(&prof);
+                    if all_metrics {
+                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
+                            l.metrics = Some(metric_rows(launch));
+                        }
+                    }
+                    f
+                });
+                (analysed, err)
+            })
+            .collect()
+    });
+    let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
+    for (path, (f, e)) in files.iter().zip(results) {
+        doc.files.extend(f);
+        if let Some(e) = e {
+            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
+        }
+    }
+    Ok(doc)
+}

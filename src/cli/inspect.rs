@@ -5,7 +5,7 @@
 //! A file that ends early (a report cut off mid-write) still has its complete launches printed;
 //! the cut is reported as an error and the exit status is 2, as for any bad input.
 
-use crate::analysis::{self, FileError, InspectDocument, INSPECT_SCHEMA};
+use crate::analysis::{self, InspectDocument};
 use crate::render::{self, Format};
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -49,36 +49,9 @@ pub fn run(a: InspectArgs) -> anyhow::Result<i32> {
     if files.is_empty() {
         anyhow::bail!("no .ncu-rep or .csv files found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().context("thread pool")?;
+    let doc = analysis::inspect_files(&files, a.jobs.unwrap_or(0), a.all_metrics).context("thread pool")?;
+    let bad_input = !doc.errors.is_empty();
     let all_metrics = a.all_metrics;
-    let results: Vec<_> = pool.install(|| {
-        use rayon::prelude::*;
-        files
-            .par_iter()
-            .map(|p| {
-                let (prof, err) = crate::profile::salvage(crate::profile::read_path(p));
-                let analysed = prof.map(|prof| {
-                    let mut f = analysis::analyse_profile(&prof);
-                    if all_metrics {
-                        for (l, launch) in f.launches.iter_mut().zip(&prof.launches) {
-                            l.metrics = Some(analysis::metric_rows(launch));
-                        }
-                    }
-                    f
-                });
-                (analysed, err)
-            })
-            .collect()
-    });
-    let mut doc = InspectDocument { schema: INSPECT_SCHEMA, keet_version: env!("CARGO_PKG_VERSION"), files: vec![], errors: vec![] };
-    let mut bad_input = false;
-    for (path, (f, e)) in files.iter().zip(results) {
-        doc.files.extend(f);
-        if let Some(e) = e {
-            bad_input = true;
-            doc.errors.push(FileError { path: path.clone(), message: e.to_string() });
-        }
-    }
     let format = a.format.unwrap_or(Format::Text);
     let mut out = match format {
         Format::Json => render::json(&doc)?,
