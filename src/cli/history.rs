@@ -281,7 +281,7 @@ pub fn show_context(report: &serde_json::Value) -> serde_json::Value {
 
 /// Renders the stored report with the explain template (see [`show_context`]); a keet built
 /// without that template prints the JSON instead (with a note on standard error).
-fn render_or_json(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
+pub fn render_or_json(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
     let rendered = crate::render::explain::environment()
         .get_template(template)
         .and_then(|t| t.render(minijinja::Value::from_serialize(show_context(report))))

@@ -20,7 +20,7 @@ use crate::llm::engine::EngineOptions;
 use crate::render;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -485,7 +485,7 @@ impl KeetServer {
     /// One past analysis from the cache.
     #[tool(
         name = "show",
-        description = "Show one past analysis from keet's cache by id (see `history`), without the profile or the model: text as `explain` gives it (compact Markdown), structured content the stored JSON report (schema keet.explain/2) marked as cached.",
+        description = "Show one past analysis from keet's cache by id (see `history`), without the profile or the model: text the Markdown report as `keet show -f md` prints it, structured content the stored JSON report (schema keet.explain/2) marked as cached.",
         annotations(title = "Show a past analysis", read_only_hint = true, open_world_hint = false)
     )]
     async fn show(&self, Parameters(p): Parameters<ShowParams>) -> Result<CallToolResult, ErrorData> {
@@ -508,11 +508,11 @@ impl KeetServer {
                 Err(e) => return tool_error(format!("cache {}: analysis {} holds an unreadable report: {e}", path.display(), p.id)),
             };
             super::history::mark_cached(&mut report, entry.id);
-            // A report this keet can read renders as `explain` would; an older one as its JSON.
-            let text = serde_json::from_value::<crate::explain::report::ExplainReport>(report.clone())
-                .ok()
-                .and_then(|r| render::context::explain_context(&r, None).ok())
-                .unwrap_or_else(|| render::json(&report).unwrap_or_default());
+            // Rendered as `keet show -f md` renders it (the stored JSON when no template fits).
+            let text = match super::history::render_or_json("explain.md", &report) {
+                Ok(t) => t,
+                Err(e) => return tool_error(format!("{e:#}")),
+            };
             answer(text, report, false)
         })
         .await
@@ -587,8 +587,47 @@ impl KeetServer {
     }
 }
 
-#[tool_handler(router = self.tool_router, name = "keet", version = env!("CARGO_PKG_VERSION"), instructions = INSTRUCTIONS)]
-impl ServerHandler for KeetServer {}
+/// The arguments of a call to `tool`, checked against the tool's parameter type before it runs:
+/// an unknown tool or arguments that do not fit (a wrong type, a missing field) are a protocol
+/// error (invalid params) naming the tool. (rmcp itself reports arguments that do not fit as a
+/// tool error.)
+fn check_arguments(tool: &str, arguments: Option<&rmcp::model::JsonObject>) -> Result<(), ErrorData> {
+    fn fits<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<(), ErrorData> {
+        serde_json::from_value::<T>(args).map(|_| ()).map_err(|e| ErrorData::invalid_params(format!("{tool}: wrong arguments: {e} (see the tool's input schema)"), None))
+    }
+    let args = Value::Object(arguments.cloned().unwrap_or_default());
+    match tool {
+        "explain" => fits::<ExplainParams>(tool, args),
+        "inspect" => fits::<InspectParams>(tool, args),
+        "compare" => fits::<CompareParams>(tool, args),
+        "history" => fits::<HistoryParams>(tool, args),
+        "show" => fits::<ShowParams>(tool, args),
+        "what_to_collect" => fits::<WhatToCollectParams>(tool, args),
+        _ => Err(ErrorData::invalid_params(
+            format!("unknown tool {tool:?}; keet's tools: explain, inspect, compare, history, show, what_to_collect"),
+            None,
+        )),
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for KeetServer {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        check_arguments(&request.name, request.arguments.as_ref())?;
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("keet", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
 
 /// Serves MCP on standard input/output until the client closes the connection.
 pub fn run(a: McpArgs) -> anyhow::Result<i32> {
@@ -601,4 +640,37 @@ pub fn run(a: McpArgs) -> anyhow::Result<i32> {
         anyhow::Ok(())
     })?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_routed_tool_has_its_arguments_checked() {
+        let tools = KeetServer::tool_router().list_all();
+        assert_eq!(tools.len(), 6);
+        for t in &tools {
+            // An empty call is either accepted or refused for its fields, never as an unknown tool.
+            if let Err(e) = check_arguments(&t.name, None) {
+                assert!(e.message.contains("wrong arguments"), "{}: {}", t.name, e.message);
+            }
+        }
+        let e = check_arguments("explain", Some(&serde_json::from_value(json!({"paths": ["a"], "top": "ten"})).unwrap())).unwrap_err();
+        assert!(e.message.contains("invalid type: string \"ten\""), "{}", e.message);
+        assert!(check_arguments("nope", None).unwrap_err().message.contains("unknown tool \"nope\""));
+    }
+
+    #[test]
+    fn paths_are_checked_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.csv");
+        std::fs::write(&file, "x").unwrap();
+        assert_eq!(checked_path(file.to_str().unwrap()).unwrap(), std::fs::canonicalize(&file).unwrap());
+        assert!(checked_path(dir.path().to_str().unwrap()).is_ok());
+        let missing = dir.path().join("missing.ncu-rep");
+        let e = checked_path(missing.to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("missing.ncu-rep") && e.message.contains("No such file"), "{}", e.message);
+        assert!(checked_path(" ").is_err());
+    }
 }
