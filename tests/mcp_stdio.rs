@@ -23,7 +23,7 @@ fn python_with_sdk() -> Result<PathBuf, String> {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-mcp/bin/python"));
     match Command::new(&python).args(["-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))"]).output() {
         Ok(o) if o.status.success() => Ok(python),
-        Ok(o) => Err(format!("{} cannot import mcp: {}", python.display(), String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => Err(format!("{} cannot import mcp: {}", python.display(), String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or_default())),
         Err(e) => Err(format!("{}: {e}", python.display())),
     }
 }
