@@ -150,13 +150,20 @@ pub enum InspectError {
 /// launch when `all_metrics`. A file that is not a profile is listed in `errors`; one that ends
 /// early (a report cut off mid-write) too, after its complete launches.
 pub fn inspect(inputs: &[PathBuf], jobs: usize, all_metrics: bool) -> Result<InspectDocument, InspectError> {
-    use rayon::prelude::*;
     let files = crate::profile::expand_inputs(inputs).map_err(InspectError::List)?;
     if files.is_empty() {
         return Err(InspectError::NoInputs(inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")));
     }
+    Ok(inspect_files(&files, jobs, all_metrics)?)
+}
+
+/// `keet inspect`'s document for `files` (already expanded from the inputs), parsed with `jobs`
+/// threads (0: all cores). A file cut off mid-write keeps its complete launches and adds an error
+/// (naming where it ends); `all_metrics` adds every raw metric of every launch.
+pub fn inspect_files(files: &[PathBuf], jobs: usize, all_metrics: bool) -> Result<InspectDocument, rayon::ThreadPoolBuildError> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let results: Vec<_> = pool.install(|| {
+        use rayon::prelude::*;
         files
             .par_iter()
             .map(|p| {

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod batch;
 pub mod cache;
 pub mod cli;
+pub mod collect;
 pub mod compare;
 pub mod eval;
 pub mod explain;

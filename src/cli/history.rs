@@ -188,7 +188,7 @@ pub fn mark_cached(report: &mut serde_json::Value, id: i64) {
 
 /// Renders the stored report with an explain template through the explain templates' own context
 /// ([`crate::render::explain_view::template_context_from_json`], the one `keet explain` uses).
-fn render_stored(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
+pub fn render_stored(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
     let ctx = crate::render::explain_view::template_context_from_json(report);
     let mut out = crate::render::explain_view::environment()
         .get_template(template)

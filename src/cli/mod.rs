@@ -14,6 +14,7 @@ pub mod explain;
 pub mod generate;
 pub mod history;
 pub mod inspect;
+pub mod mcp;
 pub mod merge;
 pub mod model;
 
@@ -54,6 +55,8 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Print one past analysis again.
     Show(history::ShowArgs),
+    /// Serve keet's analyses to coding agents over the Model Context Protocol (stdio only, no network socket).
+    Mcp(mcp::McpArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -78,6 +81,7 @@ pub fn main() -> i32 {
         Command::Bench(c) => bench::run(c),
         Command::History(a) => history::run_history(a),
         Command::Show(a) => history::run_show(a),
+        Command::Mcp(a) => mcp::run(a),
     };
     match result {
         Ok(code) => code,
