@@ -52,21 +52,26 @@ impl GgufFile {
         let file_len = map.len() as u64;
         let content = gguf_file::Content::read(&mut Cursor::new(&map[..]))
             .map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
-        let mut end = 0u64;
+        // The tensor that reaches furthest into the file: (end, name, start).
+        let mut last: Option<(u64, &str, u64)> = None;
         for (name, ti) in &content.tensor_infos {
             let elems = ti.shape.elem_count();
             let bs = ti.ggml_dtype.block_size();
             if bs == 0 || elems % bs != 0 {
-                return Err(corrupt(format!("tensor {name} has a shape that does not fit its type")));
+                return Err(corrupt(format!("tensor {name} has a shape that does not fit its type {:?}", ti.ggml_dtype)));
             }
             let size = (elems / bs * ti.ggml_dtype.type_size()) as u64;
-            end = end.max(content.tensor_data_offset + ti.offset + size);
+            let start = content.tensor_data_offset.saturating_add(ti.offset);
+            let end = start.saturating_add(size);
+            if last.is_none_or(|l| end > l.0) {
+                last = Some((end, name, start));
+            }
         }
-        if content.tensor_infos.is_empty() {
-            return Err(corrupt("no tensors".into()));
-        }
+        let Some((end, name, start)) = last else { return Err(corrupt("no tensors".into())) };
         if end > file_len {
-            return Err(corrupt(format!("the tensors need {end} bytes but the file has {file_len} (truncated?)")));
+            return Err(corrupt(format!(
+                "tensor {name} occupies bytes {start}..{end} but the file has {file_len} bytes (truncated?)"
+            )));
         }
         Ok(GgufFile { path: path.to_path_buf(), content, map })
     }
@@ -183,11 +188,11 @@ pub fn load_gguf_model(
     }
 }
 
-/// keet's own CPU implementation (src/llm/fast/) for llama-architecture GGUF on CPU, when the
+/// keet's own CPU implementation (src/llm/fast/) for Llama / Qwen2 / Qwen3 GGUF on CPU, when the
 /// options allow it; `None` when it does not apply or cannot load this file (then candle does).
 pub fn load_gguf_fast(gguf: &GgufFile, device: &Device, opts: &LoadOptions) -> Result<Option<Box<dyn CausalLm>>, LlmError> {
     let arch = Arch::from_gguf(&gguf.architecture())?;
-    if arch == Arch::Llama && device.is_cpu() && opts.prefer_fast {
+    if matches!(arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) && device.is_cpu() && opts.prefer_fast {
         match super::fast::FastLlama::from_gguf(&gguf.content, gguf.bytes(), opts.threads.max(1)) {
             Ok(m) => return Ok(Some(Box::new(m))),
             Err(e) => eprintln!("keet: fast CPU implementation unavailable for {} ({e}); using candle", gguf.path.display()),

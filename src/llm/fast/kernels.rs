@@ -11,6 +11,10 @@ pub enum QType {
     Q4_1,
     /// 32 weights: f16 scale `d`, 32 signed bytes; weight = d * q.
     Q8_0,
+    /// K-quants, 256 weights per block (see [`super::kquants`]): computed with Q8_K activations.
+    Q4K,
+    Q5K,
+    Q6K,
 }
 
 pub const QK: usize = 32;
@@ -21,12 +25,36 @@ impl QType {
             QType::Q4_0 => 18,
             QType::Q4_1 => 20,
             QType::Q8_0 => 34,
+            QType::Q4K | QType::Q5K | QType::Q6K => self.kind().map_or(0, KType::block_bytes),
+        }
+    }
+    /// Weights per block.
+    pub fn block_elems(self) -> usize {
+        if self.kind().is_some() {
+            QK_K
+        } else {
+            QK
         }
     }
     pub fn row_bytes(self, k: usize) -> usize {
-        k / QK * self.block_bytes()
+        k / self.block_elems() * self.block_bytes()
+    }
+    /// The K-quant format, for the 256-weight block types.
+    pub fn kind(self) -> Option<KType> {
+        match self {
+            QType::Q4K => Some(KType::Q4K),
+            QType::Q5K => Some(KType::Q5K),
+            QType::Q6K => Some(KType::Q6K),
+            _ => None,
+        }
+    }
+    /// Whether [`interleave_x8`] applies (the 32-weight formats).
+    pub fn interleavable(self) -> bool {
+        self.kind().is_none()
     }
 }
+
+use super::kquants::{KType, QK_K};
 
 /// True when the AVX2 kernels may be used on this CPU.
 #[inline]
@@ -105,6 +133,7 @@ impl QAct {
 /// Dot products of `out.len()` consecutive quantized rows (`w`, each `k` wide) with one quantized
 /// activation vector (`qs`, `d`, `s` of that vector).
 pub fn dot_rows(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32], out: &mut [f32], simd: bool) {
+    assert!(fmt.interleavable(), "dot_rows: {fmt:?} takes Q8_K activations (kquants::dot_rows)");
     let rb = fmt.row_bytes(k);
     assert!(w.len() >= rb * out.len() && qs.len() >= k && d.len() >= k / QK && s.len() >= k / QK);
     #[cfg(target_arch = "x86_64")]
@@ -116,6 +145,7 @@ pub fn dot_rows(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32],
                 QType::Q4_1 => avx::dot_rows_q4_1(w, k, qs, d, s, out),
                 QType::Q4_0 => avx::dot_rows_q4_0(w, k, qs, d, s, out),
                 QType::Q8_0 => avx::dot_rows_q8_0(w, k, qs, d, out),
+                QType::Q4K | QType::Q5K | QType::Q6K => unreachable!("asserted above"),
             }
         }
         return;
@@ -138,7 +168,7 @@ pub fn interleave_x8(fmt: QType, plain: &[u8], rows: usize, k: usize) -> Vec<u8>
 /// [`interleave_x8`] into `out` (`plain.len()` bytes), so that several matrices can be
 /// interleaved into one buffer without an intermediate copy.
 pub fn interleave_x8_into(fmt: QType, plain: &[u8], rows: usize, k: usize, out: &mut [u8]) {
-    assert!(rows % 8 == 0 && out.len() == plain.len());
+    assert!(fmt.interleavable() && rows % 8 == 0 && out.len() == plain.len());
     let bb = fmt.block_bytes();
     let nb = k / QK;
     let hdr = if fmt == QType::Q4_1 { 4 } else { 2 };
@@ -181,6 +211,7 @@ pub fn deinterleave_row_x8(fmt: QType, data: &[u8], r: usize, k: usize, out: &mu
 /// Like [`dot_rows`] for a matrix in the 8-row interleaved layout; `w` starts at a group
 /// boundary and `out.len()` is a multiple of 8.
 pub fn dot_rows_x8(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f32], out: &mut [f32], simd: bool) {
+    assert!(fmt.interleavable(), "dot_rows_x8: {fmt:?} has no interleaved layout");
     let rb = fmt.row_bytes(k);
     assert!(out.len() % 8 == 0 && w.len() >= rb * out.len() && qs.len() >= k && d.len() >= k / QK && s.len() >= k / QK);
     #[cfg(target_arch = "x86_64")]
@@ -192,6 +223,7 @@ pub fn dot_rows_x8(fmt: QType, w: &[u8], k: usize, qs: &[i8], d: &[f32], s: &[f3
                 QType::Q4_1 => avx::dot_x8_q4_1(w, k, qs, d, s, out),
                 QType::Q4_0 => avx::dot_x8_q4_0(w, k, qs, d, s, out),
                 QType::Q8_0 => avx::dot_x8_q8_0(w, k, qs, d, out),
+                QType::Q4K | QType::Q5K | QType::Q6K => unreachable!("asserted above"),
             }
         }
         return;
@@ -235,6 +267,7 @@ pub fn dot_row_scalar(fmt: QType, row: &[u8], qs: &[i8], d: &[f32], s: &[f32]) -
                 }
                 acc += wd * d[b] * isum as f32;
             }
+            QType::Q4K | QType::Q5K | QType::Q6K => unreachable!("K-quants take Q8_K activations"),
         }
     }
     acc
@@ -242,6 +275,10 @@ pub fn dot_row_scalar(fmt: QType, row: &[u8], qs: &[i8], d: &[f32], s: &[f32]) -
 
 /// Dequantizes one row of `k` weights into `out`.
 pub fn dequant_row(fmt: QType, row: &[u8], out: &mut [f32]) {
+    if let Some(kind) = fmt.kind() {
+        super::kquants::dequant_row(kind, row, out);
+        return;
+    }
     let bb = fmt.block_bytes();
     for (b, o) in out.chunks_exact_mut(QK).enumerate() {
         let blk = &row[b * bb..(b + 1) * bb];
@@ -265,6 +302,7 @@ pub fn dequant_row(fmt: QType, row: &[u8], out: &mut [f32]) {
                     o[j] = d * blk[2 + j] as i8 as f32;
                 }
             }
+            QType::Q4K | QType::Q5K | QType::Q6K => unreachable!("handled above"),
         }
     }
 }

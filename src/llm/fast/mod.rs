@@ -1,12 +1,18 @@
-//! A fast CPU implementation of the llama architecture for GGUF models, tuned for small models
-//! (SmolLM2-135M Q4_1) on a few cores.
+//! A fast CPU implementation of the Llama, Qwen2 and Qwen3 architectures for GGUF models, tuned
+//! for small models (SmolLM2-135M Q4_1, Qwen2.5-Coder-1.5B Q4_K_M) on a few cores.
 //!
 //! Design:
-//! * Weights stay in their GGUF block format (Q4_0 / Q4_1 / Q8_0; any other format is
-//!   requantized to Q8_0 at load). Q, K and V are fused into one matrix, gate and up into another.
-//! * Decode (few tokens per call): activations are quantized to 8 bits per block of 32 and
-//!   multiplied with the 4/8-bit weights by AVX2 integer dot products (as llama.cpp does), row
-//!   chunks spread over the thread pool.
+//! * Weights stay in their GGUF block format (Q4_0 / Q4_1 / Q8_0, and the K-quants Q4_K / Q5_K /
+//!   Q6_K; any other format is requantized to Q8_0 at load). Q, K and V are fused into one
+//!   matrix, gate and up into another (per run of parts that share a format).
+//! * Decode (few tokens per call): activations are quantized to 8 bits (per block of 32 for the
+//!   32-weight formats, per block of 256 with sums of 16 for the K-quants, as llama.cpp's Q8_K)
+//!   and multiplied with the 4/5/6/8-bit weights by AVX2 integer dot products, row chunks spread
+//!   over the thread pool.
+//! * Qwen2: biases on Q, K and V, rotary embedding on the two halves of each head (NeoX style);
+//!   Qwen3: no biases, an RMS norm on each query and key head before the rotation.
+//! * The embedding table (and the output layer) stays in its block format: a row is dequantized
+//!   when its token is looked up.
 //! * Prompt processing (many tokens): activations are kept feature-major (`[features][tokens]`),
 //!   each chunk of weight rows is dequantized once to f32 and multiplied with all tokens by an
 //!   FMA micro-kernel (6 rows x 16 tokens), so the weights are read once per prompt.
@@ -16,6 +22,7 @@
 #![allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
 
 pub mod kernels;
+pub mod kquants;
 pub mod pool;
 
 use std::borrow::Cow;
@@ -27,6 +34,7 @@ use candle_core::Device;
 
 use crate::llm::model::{CausalLm, LlmError, WeightBytes};
 use kernels::{QAct, QType, QK};
+use kquants::{QActK, QK_K};
 use pool::{Pool, SyncPtr};
 
 /// Calls with at most this many tokens use the integer (decode) path; more use the f32 GEMM path.
@@ -57,14 +65,14 @@ impl QMat {
     /// so each byte is copied once, from the file map into the model; otherwise the parts are
     /// stacked first and the whole interleaved after, as [`QMat::interleaved`] does.
     fn fuse(parts: &[MatSrc<'_>]) -> Result<QMat, LlmError> {
-        let Some(first) = parts.first() else { return Err(msg("fast llama: no matrix to fuse")) };
+        let Some(first) = parts.first() else { return Err(msg("fast engine: no matrix to fuse")) };
         let (fmt, cols) = (first.fmt, first.cols);
         if parts.iter().any(|p| p.fmt != fmt || p.cols != cols) {
-            return Err(msg("fast llama: fused matrices differ in format or width"));
+            return Err(msg("fast engine: fused matrices differ in format or width"));
         }
         let rows = parts.iter().map(|p| p.rows).sum();
         let len = parts.iter().map(|p| p.data.len()).sum();
-        if !parts.iter().all(|p| p.rows % 8 == 0) {
+        if !fmt.interleavable() || !parts.iter().all(|p| p.rows % 8 == 0) {
             let mut data = Vec::with_capacity(len);
             for p in parts {
                 data.extend_from_slice(&p.data);
@@ -83,7 +91,7 @@ impl QMat {
 
     /// Switches to the 8-row interleaved layout (when the row count allows it).
     fn interleaved(mut self) -> QMat {
-        if !self.x8 && self.rows % 8 == 0 {
+        if !self.x8 && self.rows % 8 == 0 && self.fmt.interleavable() {
             self.data = kernels::interleave_x8(self.fmt, &self.data, self.rows, self.cols);
             self.x8 = true;
         }
@@ -112,6 +120,63 @@ struct MatSrc<'b> {
     data: Cow<'b, [u8]>,
 }
 
+/// Matrices applied to the same input with their outputs concatenated (Q, K, V; gate, up): one
+/// fused [`QMat`] per run of consecutive parts in the same format (a Q4_K_M file keeps V in
+/// Q6_K beside Q and K in Q4_K).
+fn fuse_parts(srcs: &[MatSrc<'_>]) -> Result<Vec<QMat>, LlmError> {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < srcs.len() {
+        let j = (i + 1..srcs.len()).find(|&j| srcs[j].fmt != srcs[i].fmt).unwrap_or(srcs.len());
+        parts.push(QMat::fuse(&srcs[i..j])?);
+        i = j;
+    }
+    Ok(parts)
+}
+
+fn set_rows(parts: &[QMat]) -> usize {
+    parts.iter().map(|p| p.rows).sum()
+}
+
+/// One matmul input quantized in the forms its matrices take: 8 bits per block of 32 for the
+/// 32-weight formats, Q8_K (per 256, with sums of 16) for the K-quants.
+#[derive(Default)]
+struct Acts {
+    b32: QAct,
+    k: QActK,
+}
+
+impl Acts {
+    /// Quantizes the vectors of length `k` in `x` for the matrices `parts`.
+    fn quantize(&mut self, x: &[f32], k: usize, parts: &[QMat]) {
+        if parts.iter().any(|p| p.fmt.kind().is_none()) {
+            self.b32.quantize(x, k);
+        }
+        if parts.iter().any(|p| p.fmt.kind().is_some()) {
+            self.k.quantize(x);
+        }
+    }
+}
+
+/// The model families this implementation runs (the GGUF `general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Llama,
+    Qwen2,
+    Qwen3,
+}
+
+impl Family {
+    fn from_gguf(name: &str) -> Option<Family> {
+        match name {
+            "llama" => Some(Family::Llama),
+            "qwen2" => Some(Family::Qwen2),
+            "qwen3" => Some(Family::Qwen3),
+            _ => None,
+        }
+    }
+}
+
 /// Model hyper-parameters read from the GGUF metadata.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -124,17 +189,36 @@ pub struct Config {
     pub vocab: usize,
     pub eps: f32,
     pub rope_base: f32,
+    pub family: Family,
+    /// Rotary embedding on the two halves of a head (NeoX, Qwen) rather than on adjacent pairs
+    /// (Llama GGUFs, whose Q and K rows the converter permuted for that).
+    pub rope_neox: bool,
+}
+
+impl Config {
+    /// Width of the query projection (`n_head * head_dim`; Qwen3 may differ from `dim`).
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_head * self.head_dim
+    }
 }
 
 struct Layer {
     attn_norm: Vec<f32>,
     ffn_norm: Vec<f32>,
-    /// Rows: q (dim), k (kv_dim), v (kv_dim).
-    wqkv: QMat,
-    wo: QMat,
+    /// Rows: q (q_dim), k (kv_dim), v (kv_dim).
+    wqkv: Vec<QMat>,
+    /// Biases of q, k and v (Qwen2), one vector like the rows of `wqkv`.
+    bqkv: Option<Vec<f32>>,
+    /// RMS norm weights of each query / key head (Qwen3), `head_dim` long.
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
+    wo: Vec<QMat>,
     /// Rows: gate (ffn), up (ffn).
-    wgu: QMat,
-    wdown: QMat,
+    wgu: Vec<QMat>,
+    wdown: Vec<QMat>,
     /// Keys, transposed in tiles of 16 positions: `[pos / 16][kv_dim][16]`, so the scores of 16
     /// keys are one GEMM tile reading 2 KiB contiguously (per 64-dim head). Half precision,
     /// like llama.cpp's default KV cache: it halves the cache's memory traffic in decode.
@@ -167,7 +251,7 @@ pub struct FastLlama {
     cfg: Config,
     embd: QMat,
     /// `None`: tied to `embd`.
-    output: Option<QMat>,
+    output: Option<Vec<QMat>>,
     out_norm: Vec<f32>,
     layers: Vec<Layer>,
     /// RoPE tables `[pos][head_dim / 2]`.
@@ -183,7 +267,8 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Loads a `general.architecture = llama` GGUF file; `threads` threads are used for compute.
+/// Loads a `general.architecture = llama / qwen2 / qwen3` GGUF file; `threads` threads are used
+/// for compute.
 pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
     FastLlama::load_gguf(path, threads)
 }
@@ -199,68 +284,119 @@ impl FastLlama {
     /// tensors are read straight from `bytes`, the layers in parallel.
     pub fn from_gguf(ct: &gguf_file::Content, bytes: &[u8], threads: usize) -> Result<FastLlama, LlmError> {
         let ct = &GgufBytes { ct, bytes };
-        let md = |k: &str| ct.ct.metadata.get(k).ok_or_else(|| msg(format!("fast llama: missing metadata {k}")));
+        let md = |k: &str| ct.ct.metadata.get(k).ok_or_else(|| msg(format!("fast engine: missing metadata {k}")));
         let arch = md("general.architecture")?.to_string()?.clone();
-        if arch != "llama" {
-            return Err(msg(format!("fast llama: architecture {arch} is not llama")));
+        let family = Family::from_gguf(&arch)
+            .ok_or_else(|| msg(format!("fast engine: architecture {arch} is not llama, qwen2 or qwen3")))?;
+        let key = |k: &str| format!("{arch}.{k}");
+        let md_usize = |k: &str| -> Result<usize, LlmError> { Ok(md(&key(k))?.to_u32()? as usize) };
+        if ct.ct.metadata.get(&key("expert_count")).and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
+            return Err(msg("fast engine: mixture-of-experts models are not supported"));
         }
-        if ct.ct.metadata.get("llama.expert_count").and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
-            return Err(msg("fast llama: mixture-of-experts models are not supported"));
-        }
-        let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
-        let dim = md("llama.embedding_length")?.to_u32()? as usize;
-        let embd_info = ct.ct.tensor_infos.get("token_embd.weight").ok_or_else(|| msg("fast llama: no token_embd.weight"))?;
+        let n_head = md_usize("attention.head_count")?;
+        let dim = md_usize("embedding_length")?;
+        let embd_info = ct.info("token_embd.weight")?;
+        let head_dim = match ct.ct.metadata.get(&key("attention.key_length")) {
+            Some(v) => v.to_u32()? as usize,
+            None => dim / n_head.max(1),
+        };
         let cfg = Config {
-            n_layer: md("llama.block_count")?.to_u32()? as usize,
+            n_layer: md_usize("block_count")?,
             dim,
             n_head,
-            n_kv_head: md("llama.attention.head_count_kv")?.to_u32()? as usize,
-            head_dim: dim / n_head,
-            ffn: md("llama.feed_forward_length")?.to_u32()? as usize,
-            vocab: embd_info.shape.dims()[0],
-            eps: md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?,
-            rope_base: ct.ct.metadata.get("llama.rope.freq_base").and_then(|v| v.to_f32().ok()).unwrap_or(10000.0),
+            n_kv_head: md_usize("attention.head_count_kv")?,
+            head_dim,
+            ffn: md_usize("feed_forward_length")?,
+            vocab: embd_info.shape.dims().first().copied().unwrap_or(0),
+            eps: md(&key("attention.layer_norm_rms_epsilon"))?.to_f32()?,
+            rope_base: ct.ct.metadata.get(&key("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10000.0),
+            family,
+            rope_neox: family != Family::Llama,
         };
-        if cfg.dim % QK != 0 || cfg.ffn % QK != 0 || cfg.head_dim % 2 != 0 || cfg.n_head % cfg.n_kv_head != 0 {
-            return Err(msg(format!("fast llama: unsupported shapes {cfg:?}")));
+        if n_head == 0
+            || cfg.n_kv_head == 0
+            || cfg.dim % QK != 0
+            || cfg.ffn % QK != 0
+            || cfg.head_dim % 16 != 0
+            || cfg.head_dim > 512
+            || cfg.n_head % cfg.n_kv_head != 0
+        {
+            return Err(msg(format!("fast engine: unsupported shapes {cfg:?}")));
         }
-        if let Ok(rd) = md("llama.rope.dimension_count").and_then(|v| Ok(v.to_u32()? as usize)) {
+        if let Some(v) = ct.ct.metadata.get(&key("attention.value_length")) {
+            if v.to_u32()? as usize != cfg.head_dim {
+                return Err(msg("fast engine: value heads wider or narrower than key heads are not supported"));
+            }
+        }
+        if let Ok(rd) = md_usize("rope.dimension_count") {
             if rd != cfg.head_dim {
-                return Err(msg("fast llama: partial rotary embeddings are not supported"));
+                return Err(msg("fast engine: partial rotary embeddings are not supported"));
             }
         }
         let embd = load_matrix(ct, "token_embd.weight")?;
         let output = if ct.ct.tensor_infos.contains_key("output.weight") {
-            Some(load_matrix(ct, "output.weight")?)
+            Some(fuse_parts(&[matrix_src(ct, "output.weight")?])?)
         } else {
             None
         };
         let out_norm = load_vec(ct, "output_norm.weight")?;
+        let has = |n: &str| ct.ct.tensor_infos.contains_key(n);
         let load_layer = |l: usize| -> Result<Layer, LlmError> {
             let p = format!("blk.{l}");
             let attn_norm = load_vec(ct, &format!("{p}.attn_norm.weight"))?;
             let ffn_norm = load_vec(ct, &format!("{p}.ffn_norm.weight"))?;
             let m = |s: &str| matrix_src(ct, &format!("{p}.{s}.weight"));
-            let wqkv = QMat::fuse(&[m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
-            let wo = QMat::fuse(&[m("attn_output")?])?;
-            let wgu = QMat::fuse(&[m("ffn_gate")?, m("ffn_up")?])?;
-            let wdown = QMat::fuse(&[m("ffn_down")?])?;
-            let kv_dim = cfg.n_kv_head * cfg.head_dim;
-            if wqkv.rows != cfg.dim + 2 * kv_dim
-                || wqkv.cols != cfg.dim
-                || wo.rows != cfg.dim
-                || wgu.rows != 2 * cfg.ffn
-                || wdown.cols != cfg.ffn
-                || wdown.rows != cfg.dim
+            let wqkv = fuse_parts(&[m("attn_q")?, m("attn_k")?, m("attn_v")?])?;
+            let wo = fuse_parts(&[m("attn_output")?])?;
+            let wgu = fuse_parts(&[m("ffn_gate")?, m("ffn_up")?])?;
+            let wdown = fuse_parts(&[m("ffn_down")?])?;
+            let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
+            let bqkv = if has(&format!("{p}.attn_q.bias")) {
+                let mut b = load_vec(ct, &format!("{p}.attn_q.bias"))?;
+                b.extend(load_vec(ct, &format!("{p}.attn_k.bias"))?);
+                b.extend(load_vec(ct, &format!("{p}.attn_v.bias"))?);
+                if b.len() != q_dim + 2 * kv_dim {
+                    return Err(msg(format!("fast engine: layer {l} has Q/K/V biases of {} values, expected {}", b.len(), q_dim + 2 * kv_dim)));
+                }
+                Some(b)
+            } else {
+                None
+            };
+            let head_norm = |s: &str| -> Result<Option<Vec<f32>>, LlmError> {
+                let name = format!("{p}.{s}.weight");
+                if !has(&name) {
+                    return Ok(None);
+                }
+                let v = load_vec(ct, &name)?;
+                if v.len() != cfg.head_dim {
+                    return Err(msg(format!("fast engine: {name} has {} values, expected {}", v.len(), cfg.head_dim)));
+                }
+                Ok(Some(v))
+            };
+            let (q_norm, k_norm) = (head_norm("attn_q_norm")?, head_norm("attn_k_norm")?);
+            let cols = |parts: &[QMat]| parts.first().map_or(0, |p| p.cols);
+            if set_rows(&wqkv) != q_dim + 2 * kv_dim
+                || cols(&wqkv) != cfg.dim
+                || set_rows(&wo) != cfg.dim
+                || cols(&wo) != q_dim
+                || set_rows(&wgu) != 2 * cfg.ffn
+                || cols(&wgu) != cfg.dim
+                || cols(&wdown) != cfg.ffn
+                || set_rows(&wdown) != cfg.dim
+                || attn_norm.len() != cfg.dim
+                || ffn_norm.len() != cfg.dim
             {
-                return Err(msg(format!("fast llama: layer {l} has unexpected shapes")));
+                return Err(msg(format!("fast engine: layer {l} has unexpected shapes")));
             }
-            Ok(Layer { attn_norm, ffn_norm, wqkv, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() })
+            Ok(Layer { attn_norm, ffn_norm, wqkv, bqkv, q_norm, k_norm, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() })
         };
         let layers: Vec<Layer> = {
             use rayon::prelude::*;
             (0..cfg.n_layer).into_par_iter().map(load_layer).collect::<Result<_, _>>()?
         };
+        if embd.cols != cfg.dim || out_norm.len() != cfg.dim || output.as_ref().is_some_and(|o| o[0].cols != cfg.dim) {
+            return Err(msg("fast engine: embedding, output norm or output layer does not match the model width"));
+        }
         let half = cfg.head_dim / 2;
         let inv_freq = (0..half)
             .map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32))
@@ -297,16 +433,20 @@ impl FastLlama {
         match &self.output {
             Some(o) => {
                 mat(&self.embd, self.embd.row_bytes() as u64);
-                mat(o, o.data.len() as u64);
+                for m in o {
+                    mat(m, m.data.len() as u64);
+                }
             }
             None => mat(&self.embd, self.embd.data.len() as u64),
         }
         for l in &self.layers {
-            for m in [&l.wqkv, &l.wo, &l.wgu, &l.wdown] {
+            for m in [&l.wqkv, &l.wo, &l.wgu, &l.wdown].into_iter().flatten() {
                 mat(m, m.data.len() as u64);
             }
         }
-        let vecs = std::iter::once(&self.out_norm).chain(self.layers.iter().flat_map(|l| [&l.attn_norm, &l.ffn_norm]));
+        let vecs = std::iter::once(&self.out_norm).chain(self.layers.iter().flat_map(|l| {
+            [Some(&l.attn_norm), Some(&l.ffn_norm), l.bqkv.as_ref(), l.q_norm.as_ref(), l.k_norm.as_ref()].into_iter().flatten()
+        }));
         for v in vecs {
             w.params += v.len() as u64;
             w.resident_bytes += 4 * v.len() as u64;
@@ -332,18 +472,50 @@ impl FastLlama {
         }
     }
 
-    /// Rotates pairs (2i, 2i+1) of every head in `x` (heads of `head_dim`) for position `pos`.
+    /// Rotates every head in `x` (heads of `head_dim`) for position `pos`: pairs (2i, 2i+1), or
+    /// (i, i + head_dim/2) for NeoX-style models.
     fn rope(&self, x: &mut [f32], pos: usize) {
         let half = self.cfg.head_dim / 2;
         let c = &self.cos[pos * half..(pos + 1) * half];
         let s = &self.sin[pos * half..(pos + 1) * half];
         for h in x.chunks_exact_mut(self.cfg.head_dim) {
-            for i in 0..half {
-                let (a, b) = (h[2 * i], h[2 * i + 1]);
-                h[2 * i] = a * c[i] - b * s[i];
-                h[2 * i + 1] = a * s[i] + b * c[i];
+            if self.cfg.rope_neox {
+                let (lo, hi) = h.split_at_mut(half);
+                for i in 0..half {
+                    let (a, b) = (lo[i], hi[i]);
+                    lo[i] = a * c[i] - b * s[i];
+                    hi[i] = a * s[i] + b * c[i];
+                }
+            } else {
+                for i in 0..half {
+                    let (a, b) = (h[2 * i], h[2 * i + 1]);
+                    h[2 * i] = a * c[i] - b * s[i];
+                    h[2 * i + 1] = a * s[i] + b * c[i];
+                }
             }
         }
+    }
+
+    /// One token's fused Q/K/V row as the projection left it: adds the biases, normalizes the
+    /// query and key heads (Qwen3), rotates them for position `pos`.
+    fn finish_qkv(&self, l: &Layer, row: &mut [f32], pos: usize) {
+        if let Some(b) = &l.bqkv {
+            for (v, bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+        let (q_dim, kv_dim, hd) = (self.cfg.q_dim(), self.cfg.kv_dim(), self.cfg.head_dim);
+        let mut tmp = [0f32; 512];
+        for (norm, range) in [(&l.q_norm, 0..q_dim), (&l.k_norm, q_dim..q_dim + kv_dim)] {
+            if let Some(w) = norm {
+                for h in row[range].chunks_exact_mut(hd) {
+                    let t = &mut tmp[..hd];
+                    rms_norm(h, w, self.cfg.eps, t);
+                    h.copy_from_slice(t);
+                }
+            }
+        }
+        self.rope(&mut row[..q_dim + kv_dim], pos);
     }
 
     fn embed(&self, tok: u32, out: &mut [f32]) -> Result<(), LlmError> {
@@ -377,12 +549,17 @@ impl FastLlama {
         // final norm + output projection of the last token only
         let mut xn = vec![0f32; self.cfg.dim];
         rms_norm(&last, &self.out_norm, self.cfg.eps, &mut xn);
-        let mut qa = QAct::default();
-        qa.quantize(&xn, self.cfg.dim);
-        let out = self.output.as_ref().unwrap_or(&self.embd);
-        let mut logits = vec![0f32; out.rows];
-        gemv(&self.pool, out, &qa, 1, &mut logits, self.simd);
+        let out = self.output_parts();
+        let mut acts = Acts::default();
+        acts.quantize(&xn, self.cfg.dim, out);
+        let mut logits = vec![0f32; set_rows(out)];
+        gemv(&self.pool, out, &acts, 1, &mut logits, self.simd);
         Ok(logits)
+    }
+
+    /// The output layer's matrices (the embedding table when tied).
+    fn output_parts(&self) -> &[QMat] {
+        self.output.as_deref().unwrap_or(std::slice::from_ref(&self.embd))
     }
 
     fn truncate(&mut self, len: usize) {
@@ -399,32 +576,32 @@ impl FastLlama {
     fn forward_small(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
         let c = self.cfg.clone();
         let t_n = tokens.len();
-        let kv_dim = c.n_kv_head * c.head_dim;
-        let nqkv = c.dim + 2 * kv_dim;
+        let (qd, kv_dim) = (c.q_dim(), c.kv_dim());
+        let nqkv = qd + 2 * kv_dim;
         let mut x = vec![0f32; t_n * c.dim];
         for (t, &tok) in tokens.iter().enumerate() {
             self.embed(tok, &mut x[t * c.dim..(t + 1) * c.dim])?;
         }
         let mut xn = vec![0f32; t_n * c.dim];
         let mut qkv = vec![0f32; t_n * nqkv];
-        let mut q = vec![0f32; t_n * c.dim];
-        let mut att = vec![0f32; t_n * c.dim];
+        let mut q = vec![0f32; t_n * qd];
+        let mut att = vec![0f32; t_n * qd];
         let mut o = vec![0f32; t_n * c.dim];
         let mut gu = vec![0f32; t_n * 2 * c.ffn];
         let mut h = vec![0f32; t_n * c.ffn];
-        let mut qa = QAct::default();
+        let mut acts = Acts::default();
         for li in 0..c.n_layer {
             let l = &self.layers[li];
             for t in 0..t_n {
                 rms_norm(&x[t * c.dim..(t + 1) * c.dim], &l.attn_norm, c.eps, &mut xn[t * c.dim..(t + 1) * c.dim]);
             }
-            qa.quantize(&xn, c.dim);
-            gemv(&self.pool, &l.wqkv, &qa, t_n, &mut qkv, self.simd);
+            acts.quantize(&xn, c.dim, &l.wqkv);
+            gemv(&self.pool, &l.wqkv, &acts, t_n, &mut qkv, self.simd);
             for t in 0..t_n {
                 let row = &mut qkv[t * nqkv..(t + 1) * nqkv];
-                self.rope(&mut row[..c.dim + kv_dim], start + t);
-                q[t * c.dim..(t + 1) * c.dim].copy_from_slice(&row[..c.dim]);
-                self.layers[li].store_kv(start + t, &row[c.dim..c.dim + kv_dim], &row[c.dim + kv_dim..]);
+                self.finish_qkv(&self.layers[li], row, start + t);
+                q[t * qd..(t + 1) * qd].copy_from_slice(&row[..qd]);
+                self.layers[li].store_kv(start + t, &row[qd..qd + kv_dim], &row[qd + kv_dim..]);
             }
             let l = &self.layers[li];
             if c.n_head / c.n_kv_head <= 6 {
@@ -432,23 +609,23 @@ impl FastLlama {
             } else {
                 attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
             }
-            qa.quantize(&att, c.dim);
-            gemv(&self.pool, &l.wo, &qa, t_n, &mut o, self.simd);
+            acts.quantize(&att, qd, &l.wo);
+            gemv(&self.pool, &l.wo, &acts, t_n, &mut o, self.simd);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += ov;
             }
             for t in 0..t_n {
                 rms_norm(&x[t * c.dim..(t + 1) * c.dim], &l.ffn_norm, c.eps, &mut xn[t * c.dim..(t + 1) * c.dim]);
             }
-            qa.quantize(&xn, c.dim);
-            gemv(&self.pool, &l.wgu, &qa, t_n, &mut gu, self.simd);
+            acts.quantize(&xn, c.dim, &l.wgu);
+            gemv(&self.pool, &l.wgu, &acts, t_n, &mut gu, self.simd);
             for t in 0..t_n {
                 let (g, u) = gu[t * 2 * c.ffn..(t + 1) * 2 * c.ffn].split_at_mut(c.ffn);
                 kernels::silu_mul(g, u, self.simd);
                 h[t * c.ffn..(t + 1) * c.ffn].copy_from_slice(g);
             }
-            qa.quantize(&h, c.ffn);
-            gemv(&self.pool, &l.wdown, &qa, t_n, &mut o, self.simd);
+            acts.quantize(&h, c.ffn, &l.wdown);
+            gemv(&self.pool, &l.wdown, &acts, t_n, &mut o, self.simd);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += ov;
             }
@@ -461,8 +638,8 @@ impl FastLlama {
         let c = self.cfg.clone();
         let t_n = tokens.len();
         let tp = t_n.div_ceil(16) * 16;
-        let kv_dim = c.n_kv_head * c.head_dim;
-        let nqkv = c.dim + 2 * kv_dim;
+        let (qd, kv_dim) = (c.q_dim(), c.kv_dim());
+        let nqkv = qd + 2 * kv_dim;
         // residual stream, [dim][tp]
         let mut xt = vec![0f32; c.dim * tp];
         {
@@ -476,9 +653,9 @@ impl FastLlama {
         }
         let mut xnt = vec![0f32; c.dim * tp];
         let mut qkvt = vec![0f32; nqkv * tp];
-        let mut q = vec![0f32; t_n * c.dim];
-        let mut att = vec![0f32; t_n * c.dim];
-        let mut att_t = vec![0f32; c.dim * tp];
+        let mut q = vec![0f32; t_n * qd];
+        let mut att = vec![0f32; t_n * qd];
+        let mut att_t = vec![0f32; qd * tp];
         let mut ot = vec![0f32; c.dim * tp];
         let mut gut = vec![0f32; 2 * c.ffn * tp];
         let mut qkv_row = vec![0f32; nqkv];
@@ -490,15 +667,15 @@ impl FastLlama {
                 for (i, v) in qkv_row.iter_mut().enumerate() {
                     *v = qkvt[i * tp + t];
                 }
-                self.rope(&mut qkv_row[..c.dim + kv_dim], start + t);
-                q[t * c.dim..(t + 1) * c.dim].copy_from_slice(&qkv_row[..c.dim]);
-                self.layers[li].store_kv(start + t, &qkv_row[c.dim..c.dim + kv_dim], &qkv_row[c.dim + kv_dim..]);
+                self.finish_qkv(&self.layers[li], &mut qkv_row, start + t);
+                q[t * qd..(t + 1) * qd].copy_from_slice(&qkv_row[..qd]);
+                self.layers[li].store_kv(start + t, &qkv_row[qd..qd + kv_dim], &qkv_row[qd + kv_dim..]);
             }
             let l = &self.layers[li];
             attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
             for t in 0..t_n {
-                for i in 0..c.dim {
-                    att_t[i * tp + t] = att[t * c.dim + i];
+                for i in 0..qd {
+                    att_t[i * tp + t] = att[t * qd + i];
                 }
             }
             gemm(&self.pool, &l.wo, &att_t, tp, &mut ot, self.simd);
@@ -542,7 +719,7 @@ impl CausalLm for FastLlama {
         self.len
     }
     fn vocab_size(&self) -> usize {
-        self.output.as_ref().unwrap_or(&self.embd).rows
+        set_rows(self.output_parts())
     }
     fn weight_bytes(&self) -> Option<WeightBytes> {
         Some(FastLlama::weight_bytes(self))
@@ -557,7 +734,7 @@ struct GgufBytes<'a> {
 
 impl<'a> GgufBytes<'a> {
     fn info(&self, name: &str) -> Result<&'a gguf_file::TensorInfo, LlmError> {
-        self.ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast llama: missing tensor {name}")))
+        self.ct.tensor_infos.get(name).ok_or_else(|| msg(format!("fast engine: missing tensor {name}")))
     }
 
     /// The `len` bytes of tensor `name`'s data, checked against the file.
@@ -565,7 +742,13 @@ impl<'a> GgufBytes<'a> {
         let start = self.ct.tensor_data_offset.checked_add(info.offset).and_then(|s| usize::try_from(s).ok());
         start
             .and_then(|s| self.bytes.get(s..s.checked_add(len)?))
-            .ok_or_else(|| msg(format!("read {name}: the tensor runs past the end of the file")))
+            .ok_or_else(|| {
+                msg(format!(
+                    "read tensor {name}: its {len} bytes at byte offset {} run past the end of the file ({} bytes; truncated?)",
+                    self.ct.tensor_data_offset.saturating_add(info.offset),
+                    self.bytes.len()
+                ))
+            })
     }
 
     /// The tensor as candle reads it (for formats keet does not keep as they are).
@@ -590,21 +773,25 @@ fn load_matrix(ct: &GgufBytes<'_>, name: &str) -> Result<QMat, LlmError> {
     QMat::fuse(&[matrix_src(ct, name)?])
 }
 
-/// A 2-D tensor's bytes: Q4_0/Q4_1/Q8_0 borrowed from the file map as they are, other formats
-/// requantized to Q8_0.
+/// A 2-D tensor's bytes: Q4_0/Q4_1/Q8_0 and Q4_K/Q5_K/Q6_K borrowed from the file map as they
+/// are, other formats requantized to Q8_0.
 fn matrix_src<'b>(ct: &GgufBytes<'b>, name: &str) -> Result<MatSrc<'b>, LlmError> {
     let info = ct.info(name)?;
     let dims = info.shape.dims();
-    if dims.len() != 2 || dims[1] % QK != 0 {
-        return Err(msg(format!("fast llama: tensor {name} has unsupported shape {dims:?}")));
-    }
-    let (rows, cols) = (dims[0], dims[1]);
     let fmt = match info.ggml_dtype {
         GgmlDType::Q4_0 => Some(QType::Q4_0),
         GgmlDType::Q4_1 => Some(QType::Q4_1),
         GgmlDType::Q8_0 => Some(QType::Q8_0),
+        GgmlDType::Q4K => Some(QType::Q4K),
+        GgmlDType::Q5K => Some(QType::Q5K),
+        GgmlDType::Q6K => Some(QType::Q6K),
         _ => None,
     };
+    let block = fmt.map_or(QK, QType::block_elems);
+    if dims.len() != 2 || dims[1] % block != 0 || dims[1] % QK != 0 {
+        return Err(msg(format!("fast engine: tensor {name} has unsupported shape {dims:?} for {:?}", info.ggml_dtype)));
+    }
+    let (rows, cols) = (dims[0], dims[1]);
     if let Some(fmt) = fmt {
         let data = ct.data(name, info, rows * fmt.row_bytes(cols))?;
         return Ok(MatSrc { fmt, rows, cols, data: Cow::Borrowed(data) });
@@ -675,38 +862,68 @@ fn chunk_rows(rows: usize, threads: usize, align: usize, min: usize, max: usize)
     (target / align * align).clamp(min, max)
 }
 
-/// `out[t][r] = w[r] · x[t]` for the `t_n` quantized activation vectors in `qa`.
-fn gemv(pool: &Pool, w: &QMat, qa: &QAct, t_n: usize, out: &mut [f32], simd: bool) {
-    let (n, k) = (w.rows, w.cols);
-    let nb = k / QK;
-    let rb = w.row_bytes();
-    let cr = chunk_rows(n, pool.threads(), 16, 16, 256);
-    assert!(out.len() >= t_n * n && qa.qs.len() >= t_n * k);
+/// `out[t][r] = w[r] · x[t]` for the `t_n` quantized activation vectors in `acts`, `w` being the
+/// rows of `parts` one after another. One parallel run over row chunks of every part.
+fn gemv(pool: &Pool, parts: &[QMat], acts: &Acts, t_n: usize, out: &mut [f32], simd: bool) {
+    let n = set_rows(parts);
+    let k = parts.first().map_or(0, |p| p.cols);
+    let (nb, nbk) = (k / QK, k / QK_K);
+    assert!(out.len() >= t_n * n && parts.iter().all(|p| p.cols == k));
+    // (part, first row, end row, row offset of the part in the output)
+    let mut chunks = Vec::new();
+    let mut off = 0;
+    for (pi, p) in parts.iter().enumerate() {
+        let cr = chunk_rows(p.rows, pool.threads(), 16, 16, 256);
+        for r0 in (0..p.rows).step_by(cr) {
+            chunks.push((pi, r0, (r0 + cr).min(p.rows), off));
+        }
+        off += p.rows;
+    }
     let op = SyncPtr::new(out);
-    pool.run(n.div_ceil(cr), &|ci| {
-        let r0 = ci * cr;
-        let r1 = (r0 + cr).min(n);
+    pool.run(chunks.len(), &|ci| {
+        let (pi, r0, r1, off) = chunks[ci];
+        let w = &parts[pi];
+        let rb = w.row_bytes();
         for t in 0..t_n {
-            // SAFETY: chunk `ci` writes only rows r0..r1 of token t; chunks are disjoint and `out`
-            // (t_n * n long, checked above) outlives the run.
-            let o = unsafe { op.slice(t * n + r0, r1 - r0) };
-            let f = if w.x8 { kernels::dot_rows_x8 } else { kernels::dot_rows };
-            f(
-                w.fmt,
-                &w.data[r0 * rb..r1 * rb],
-                k,
-                &qa.qs[t * k..(t + 1) * k],
-                &qa.d[t * nb..(t + 1) * nb],
-                &qa.s[t * nb..(t + 1) * nb],
-                o,
-                simd,
-            );
+            // SAFETY: chunk `ci` writes only rows off+r0..off+r1 of token t; chunks are disjoint
+            // and `out` (t_n * n long, checked above) outlives the run.
+            let o = unsafe { op.slice(t * n + off + r0, r1 - r0) };
+            let wd = &w.data[r0 * rb..r1 * rb];
+            match w.fmt.kind() {
+                Some(kind) => {
+                    let a = &acts.k;
+                    kquants::dot_rows(
+                        kind,
+                        wd,
+                        k,
+                        &a.qs[t * k..(t + 1) * k],
+                        &a.d[t * nbk..(t + 1) * nbk],
+                        &a.bsums[t * nbk * 16..(t + 1) * nbk * 16],
+                        o,
+                        simd,
+                    );
+                }
+                None => {
+                    let a = &acts.b32;
+                    let f = if w.x8 { kernels::dot_rows_x8 } else { kernels::dot_rows };
+                    f(w.fmt, wd, k, &a.qs[t * k..(t + 1) * k], &a.d[t * nb..(t + 1) * nb], &a.s[t * nb..(t + 1) * nb], o, simd);
+                }
+            }
         }
     });
 }
 
+/// [`gemm_one`] for each of `parts`, their output rows one after another.
+fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
+    let mut off = 0;
+    for p in parts {
+        gemm_one(pool, p, xt, tp, &mut out[off * tp..], simd);
+        off += p.rows;
+    }
+}
+
 /// Feature-major GEMM: `out[r][t] = Σ_k w[r][k] * xt[k][t]` for all `tp` columns.
-fn gemm(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
+fn gemm_one(pool: &Pool, w: &QMat, xt: &[f32], tp: usize, out: &mut [f32], simd: bool) {
     let (n, k) = (w.rows, w.cols);
     assert!(xt.len() >= k * tp && out.len() >= n * tp && tp % 16 == 0);
     let cr = chunk_rows(n, pool.threads(), 6, 6, 48);
@@ -867,3 +1084,6 @@ fn attention_gqa(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, star
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_qwen;

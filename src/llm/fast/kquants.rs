@@ -1,0 +1,543 @@
+//! K-quant blocks (GGUF Q4_K, Q5_K, Q6_K: 256 weights per block) computed in their quantized
+//! form: activations quantized to 8 bits per block of 256 with the sums of every 16 (llama.cpp's
+//! Q8_K), integer dot products with the 4/5/6-bit weights (AVX2, after llama.cpp and candle's
+//! kernels), and a scalar version with the same semantics; plus dequantization of rows (embedding
+//! lookups, the prompt GEMM).
+//!
+//! Block layouts (little endian, as in ggml):
+//! * Q4_K, 144 bytes: f16 `d`, f16 `dmin`, 12 bytes of 6-bit scales and mins for 8 sub-blocks of
+//!   32, 128 bytes of nibbles (each 32-byte run holds two sub-blocks: low then high nibbles);
+//!   weight = d * scale[j] * q - dmin * min[j].
+//! * Q5_K, 176 bytes: as Q4_K with 32 bytes of fifth bits (`qh`) before the nibbles.
+//! * Q6_K, 210 bytes: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 signed 8-bit scales
+//!   (one per 16 weights), f16 `d` last; weight = d * scale[i] * (q - 32).
+
+/// Weights per K-quant block.
+pub const QK_K: usize = 256;
+
+pub const Q4K_BYTES: usize = 144;
+pub const Q5K_BYTES: usize = 176;
+pub const Q6K_BYTES: usize = 210;
+
+/// The K-quant formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KType {
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl KType {
+    pub fn block_bytes(self) -> usize {
+        match self {
+            KType::Q4K => Q4K_BYTES,
+            KType::Q5K => Q5K_BYTES,
+            KType::Q6K => Q6K_BYTES,
+        }
+    }
+}
+
+#[inline]
+fn rd_f16(b: &[u8], off: usize) -> f32 {
+    super::kernels::f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
+}
+
+/// Activations quantized like llama.cpp's Q8_K: per block of 256, x ≈ d * qs, with the sum of the
+/// quants of every 16 (`bsums`), for `t` vectors stored one after another.
+#[derive(Default, Clone)]
+pub struct QActK {
+    pub qs: Vec<i8>,
+    pub d: Vec<f32>,
+    pub bsums: Vec<i16>,
+}
+
+impl QActK {
+    /// Quantizes `x` (a multiple of 256 values) block by block.
+    pub fn quantize(&mut self, x: &[f32]) {
+        let nb = x.len() / QK_K;
+        self.qs.resize(x.len(), 0);
+        self.d.resize(nb, 0.0);
+        self.bsums.resize(nb * QK_K / 16, 0);
+        for b in 0..nb {
+            let xs = &x[b * QK_K..(b + 1) * QK_K];
+            // As ggml's quantize_row_q8_K: the scale comes from the value of largest magnitude,
+            // with its sign (that value becomes -127).
+            let (mut amax, mut max) = (0f32, 0f32);
+            for &v in xs {
+                if v.abs() > amax {
+                    amax = v.abs();
+                    max = v;
+                }
+            }
+            let qs = &mut self.qs[b * QK_K..(b + 1) * QK_K];
+            let d = if amax == 0.0 {
+                qs.fill(0);
+                0.0
+            } else {
+                let iscale = -127.0 / max;
+                for (q, &v) in qs.iter_mut().zip(xs) {
+                    *q = (iscale * v).round().clamp(-128.0, 127.0) as i8;
+                }
+                1.0 / iscale
+            };
+            for (g, s) in self.bsums[b * 16..(b + 1) * 16].iter_mut().enumerate() {
+                *s = qs[g * 16..(g + 1) * 16].iter().map(|&q| q as i16).sum();
+            }
+            self.d[b] = d;
+        }
+    }
+}
+
+/// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K / Q5_K block (`q`: the 12 bytes).
+#[inline]
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// The integer quants of one block (0..31 for Q4_K/Q5_K, -32..31 for Q6_K) in weight order, and
+/// the integer scale of every 16 weights and min of every 32 (mins are 0 for Q6_K).
+fn block_ints(fmt: KType, blk: &[u8], q: &mut [i8; QK_K], sc16: &mut [i32; 16], mins: &mut [i32; 8]) {
+    match fmt {
+        KType::Q4K | KType::Q5K => {
+            let scales = &blk[4..16];
+            let (qh, qs) = if fmt == KType::Q5K { (Some(&blk[16..48]), &blk[48..176]) } else { (None, &blk[16..144]) };
+            for j in 0..8 {
+                let (s, m) = scale_min_k4(j, scales);
+                sc16[2 * j] = s as i32;
+                sc16[2 * j + 1] = s as i32;
+                mins[j] = m as i32;
+            }
+            for c in 0..4 {
+                for l in 0..32 {
+                    let byte = qs[c * 32 + l];
+                    let (mut lo, mut hi) = ((byte & 0xf) as i8, (byte >> 4) as i8);
+                    if let Some(qh) = qh {
+                        lo += (((qh[l] >> (2 * c)) & 1) << 4) as i8;
+                        hi += (((qh[l] >> (2 * c + 1)) & 1) << 4) as i8;
+                    }
+                    q[c * 64 + l] = lo;
+                    q[c * 64 + 32 + l] = hi;
+                }
+            }
+        }
+        KType::Q6K => {
+            let (ql, qh, sc) = (&blk[0..128], &blk[128..192], &blk[192..208]);
+            for (s, &v) in sc16.iter_mut().zip(sc) {
+                *s = v as i8 as i32;
+            }
+            mins.fill(0);
+            for n in 0..2 {
+                let (ql, qh) = (&ql[n * 64..], &qh[n * 32..]);
+                let y = &mut q[n * 128..];
+                for l in 0..32 {
+                    y[l] = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) as i8 - 32;
+                    y[l + 32] = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+                    y[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+                    y[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+                }
+            }
+        }
+    }
+}
+
+/// `(d, dmin)` of a block (`dmin` 0 for Q6_K).
+#[inline]
+fn block_scales(fmt: KType, blk: &[u8]) -> (f32, f32) {
+    match fmt {
+        KType::Q4K | KType::Q5K => (rd_f16(blk, 0), rd_f16(blk, 2)),
+        KType::Q6K => (rd_f16(blk, 208), 0.0),
+    }
+}
+
+/// Dequantizes one row (a whole number of blocks) into `out`.
+pub fn dequant_row(fmt: KType, row: &[u8], out: &mut [f32]) {
+    let bb = fmt.block_bytes();
+    let (mut q, mut sc, mut mins) = ([0i8; QK_K], [0i32; 16], [0i32; 8]);
+    for (blk, o) in row.chunks_exact(bb).zip(out.chunks_exact_mut(QK_K)) {
+        block_ints(fmt, blk, &mut q, &mut sc, &mut mins);
+        let (d, dmin) = block_scales(fmt, blk);
+        for (i, (ov, &qv)) in o.iter_mut().zip(q.iter()).enumerate() {
+            *ov = d * sc[i / 16] as f32 * qv as f32 - dmin * mins[i / 32] as f32;
+        }
+    }
+}
+
+/// Scalar dot product of one row with one Q8_K activation vector (exact integer sums per block).
+pub fn dot_row_scalar(fmt: KType, row: &[u8], qs: &[i8], d: &[f32], bsums: &[i16]) -> f32 {
+    let bb = fmt.block_bytes();
+    let (mut q, mut sc, mut mins) = ([0i8; QK_K], [0i32; 16], [0i32; 8]);
+    let mut acc = 0f32;
+    for (b, blk) in row.chunks_exact(bb).enumerate() {
+        block_ints(fmt, blk, &mut q, &mut sc, &mut mins);
+        let (wd, wmin) = block_scales(fmt, blk);
+        let a = &qs[b * QK_K..(b + 1) * QK_K];
+        let mut isum = 0i32;
+        for g in 0..16 {
+            let s: i32 = (0..16).map(|l| q[g * 16 + l] as i32 * a[g * 16 + l] as i32).sum();
+            isum += sc[g] * s;
+        }
+        let bs = &bsums[b * 16..(b + 1) * 16];
+        let msum: i32 = (0..8).map(|j| mins[j] * (bs[2 * j] as i32 + bs[2 * j + 1] as i32)).sum();
+        acc += d[b] * (wd * isum as f32 - wmin * msum as f32);
+    }
+    acc
+}
+
+/// Dot products of `out.len()` consecutive rows (`w`, each `k` wide) with one Q8_K activation
+/// vector.
+pub fn dot_rows(fmt: KType, w: &[u8], k: usize, qs: &[i8], d: &[f32], bsums: &[i16], out: &mut [f32], simd: bool) {
+    let nb = k / QK_K;
+    let rb = nb * fmt.block_bytes();
+    assert!(k % QK_K == 0 && w.len() >= rb * out.len() && qs.len() >= k && d.len() >= nb && bsums.len() >= nb * 16);
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = &w[r * rb..(r + 1) * rb];
+            // SAFETY: `simd` is only true when `kernels::has_avx2()` holds; `row` holds `nb` whole
+            // blocks and the activations `nb` blocks (asserted above); the kernels read no more.
+            *o = unsafe {
+                match fmt {
+                    KType::Q4K => avx::dot_q4k(row, nb, qs, d, bsums),
+                    KType::Q5K => avx::dot_q5k(row, nb, qs, d, bsums),
+                    KType::Q6K => avx::dot_q6k(row, nb, qs, d),
+                }
+            };
+        }
+        return;
+    }
+    let _ = simd;
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = dot_row_scalar(fmt, &w[r * rb..(r + 1) * rb], qs, d, bsums);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use super::QK_K;
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    #[inline(always)]
+    unsafe fn f16_at(p: *const u8) -> f32 {
+        super::super::kernels::f16_to_f32((p as *const u16).read_unaligned())
+    }
+
+    /// Byte shuffles that broadcast 16-bit scale `i` (0..8) to all 16 lanes of a 256-bit vector.
+    const SHUF_K4: [[u8; 32]; 8] = {
+        let mut t = [[0u8; 32]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut l = 0;
+            while l < 16 {
+                t[i][2 * l] = 2 * i as u8;
+                t[i][2 * l + 1] = 2 * i as u8 + 1;
+                l += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// Byte shuffles that broadcast byte `2i` to the low 8 lanes and `2i+1` to the high 8.
+    const SHUF_Q6: [[u8; 16]; 8] = {
+        let mut t = [[0u8; 16]; 8];
+        let mut i = 0;
+        while i < 8 {
+            let mut l = 0;
+            while l < 8 {
+                t[i][l] = 2 * i as u8;
+                t[i][l + 8] = 2 * i as u8 + 1;
+                l += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// The 8 scales and 8 mins of a Q4_K/Q5_K block as 16 u16 lanes (scales low, mins high).
+    #[inline(always)]
+    unsafe fn mins_and_scales(sc: *const u8) -> __m256i {
+        const KMASK1: u32 = 0x3f3f_3f3f;
+        const KMASK2: u32 = 0x0f0f_0f0f;
+        const KMASK3: u32 = 0x0303_0303;
+        let p = sc as *const u32;
+        let mut u = [p.read_unaligned(), p.add(1).read_unaligned(), p.add(2).read_unaligned(), 0];
+        u[3] = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
+        let uaux = u[1] & KMASK1;
+        u[1] = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
+        u[2] = uaux;
+        u[0] &= KMASK1;
+        _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32))
+    }
+
+    /// `Σ_j min[j] * (bsum[2j] + bsum[2j+1])` as 4 i32 lanes.
+    #[inline(always)]
+    unsafe fn min_products(ms: __m256i, bsums: *const i16) -> __m128i {
+        let q8sums = _mm256_loadu_si256(bsums as *const __m256i);
+        let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(q8sums), _mm256_extracti128_si256(q8sums, 1));
+        _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), q8s)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4k(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16]) -> f32 {
+        let m4 = _mm256_set1_epi8(0xf);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q4K_BYTES);
+            let yd = *d.get_unchecked(b);
+            let dd = yd * f16_at(x);
+            let dmin = -yd * f16_at(x.add(2));
+            let ms = mins_and_scales(x.add(4));
+            let prod = min_products(ms, bsums.as_ptr().add(b * 16));
+            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            let sc128 = _mm256_castsi256_si128(ms);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let mut q4 = x.add(16);
+            let mut q8 = qs.as_ptr().add(b * QK_K);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..QK_K / 64 {
+                let scale_l = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j].as_ptr() as *const __m256i));
+                let scale_h = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j + 1].as_ptr() as *const __m256i));
+                let q4bits = _mm256_loadu_si256(q4 as *const __m256i);
+                q4 = q4.add(32);
+                let q4l = _mm256_and_si256(q4bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+                let q8l = _mm256_loadu_si256(q8 as *const __m256i);
+                let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                q8 = q8.add(64);
+                let pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                let ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+        let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+        hsum(acc) + _mm_cvtss_f32(acc_m)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q5k(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16]) -> f32 {
+        let m4 = _mm256_set1_epi8(0xf);
+        let mone = _mm256_set1_epi8(1);
+        let mut acc = _mm256_setzero_ps();
+        let mut acc_m = _mm_setzero_ps();
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q5K_BYTES);
+            let yd = *d.get_unchecked(b);
+            let dd = yd * f16_at(x);
+            let dmin = -yd * f16_at(x.add(2));
+            let ms = mins_and_scales(x.add(4));
+            let prod = min_products(ms, bsums.as_ptr().add(b * 16));
+            acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+            let sc128 = _mm256_castsi256_si128(ms);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let hbits = _mm256_loadu_si256(x.add(16) as *const __m256i);
+            let mut q5 = x.add(48);
+            let mut q8 = qs.as_ptr().add(b * QK_K);
+            let mut sumi = _mm256_setzero_si256();
+            let mut hmask = mone;
+            for j in 0..QK_K / 64 {
+                let scale_0 = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j].as_ptr() as *const __m256i));
+                let scale_1 = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j + 1].as_ptr() as *const __m256i));
+                let q5bits = _mm256_loadu_si256(q5 as *const __m256i);
+                q5 = q5.add(32);
+                // The fifth bit of each byte: 16 where the hbits bit of this sub-block is set.
+                let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), _mm256_set1_epi8(16));
+                hmask = _mm256_slli_epi16(hmask, 1);
+                let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), _mm256_set1_epi8(16));
+                hmask = _mm256_slli_epi16(hmask, 1);
+                let q5_0 = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), h0);
+                let q5_1 = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), h1);
+                let q8_0 = _mm256_loadu_si256(q8 as *const __m256i);
+                let q8_1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                q8 = q8.add(64);
+                let p0 = _mm256_madd_epi16(scale_0, _mm256_maddubs_epi16(q5_0, q8_0));
+                let p1 = _mm256_madd_epi16(scale_1, _mm256_maddubs_epi16(q5_1, q8_1));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        let acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+        let acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+        hsum(acc) + _mm_cvtss_f32(acc_m)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6k(row: &[u8], nb: usize, qs: &[i8], d: &[f32]) -> f32 {
+        let m4 = _mm256_set1_epi8(0xf);
+        let m2 = _mm256_set1_epi8(3);
+        let m32s = _mm256_set1_epi8(32);
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q6K_BYTES);
+            let dd = *d.get_unchecked(b) * f16_at(x.add(208));
+            let mut q4 = x;
+            let mut qh = x.add(128);
+            let mut q8 = qs.as_ptr().add(b * QK_K);
+            let scales = _mm_loadu_si128(x.add(192) as *const __m128i);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..QK_K / 128 {
+                let is = j * 4;
+                let sh = |i: usize| _mm_loadu_si128(SHUF_Q6[i].as_ptr() as *const __m128i);
+                let scale_0 = _mm_shuffle_epi8(scales, sh(is));
+                let scale_1 = _mm_shuffle_epi8(scales, sh(is + 1));
+                let scale_2 = _mm_shuffle_epi8(scales, sh(is + 2));
+                let scale_3 = _mm_shuffle_epi8(scales, sh(is + 3));
+                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
+                let q4bits2 = _mm256_loadu_si256(q4.add(32) as *const __m256i);
+                q4 = q4.add(64);
+                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
+                qh = qh.add(32);
+                let q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bits_h, m2), 4);
+                let q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 2), m2), 4);
+                let q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 4), m2), 4);
+                let q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 6), m2), 4);
+                let q4_0 = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
+                let q4_1 = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
+                let q4_2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
+                let q4_3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
+                let q8_0 = _mm256_loadu_si256(q8 as *const __m256i);
+                let q8_1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                let q8_2 = _mm256_loadu_si256(q8.add(64) as *const __m256i);
+                let q8_3 = _mm256_loadu_si256(q8.add(96) as *const __m256i);
+                q8 = q8.add(128);
+                // (q - 32) * a = q * a - 32 * a; q * a of 6-bit q and |a| <= 127 fits i16 pairs.
+                let p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_0, q8_0), _mm256_maddubs_epi16(m32s, q8_0));
+                let p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_1, q8_1), _mm256_maddubs_epi16(m32s, q8_1));
+                let p2 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_2, q8_2), _mm256_maddubs_epi16(m32s, q8_2));
+                let p3 = _mm256_sub_epi16(_mm256_maddubs_epi16(q4_3, q8_3), _mm256_maddubs_epi16(m32s, q8_3));
+                let p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_0), p0);
+                let p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_1), p1);
+                let p2 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_2), p2);
+                let p3 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scale_3), p3);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p2, p3));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K, GgmlType};
+
+    fn rng_values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    /// Quantizes `x` with candle's (ggml's) reference quantizer into GGUF block bytes.
+    fn quantize(fmt: KType, x: &[f32]) -> Vec<u8> {
+        fn blocks<T: GgmlType>(x: &[f32]) -> Vec<u8> {
+            let mut b = vec![T::zeros(); x.len() / T::BLCK_SIZE];
+            T::from_float(x, &mut b);
+            let bytes = std::mem::size_of_val(b.as_slice());
+            // SAFETY: the block types are plain `repr(C)` byte layouts (as in GGUF files).
+            unsafe { std::slice::from_raw_parts(b.as_ptr() as *const u8, bytes) }.to_vec()
+        }
+        match fmt {
+            KType::Q4K => blocks::<BlockQ4K>(x),
+            KType::Q5K => blocks::<BlockQ5K>(x),
+            KType::Q6K => blocks::<BlockQ6K>(x),
+        }
+    }
+
+    /// candle's own dequantization of the same bytes.
+    fn candle_dequant(fmt: KType, bytes: &[u8], n: usize) -> Vec<f32> {
+        fn deq<T: GgmlType>(bytes: &[u8], n: usize) -> Vec<f32> {
+            let nb = n / T::BLCK_SIZE;
+            assert_eq!(bytes.len(), nb * std::mem::size_of::<T>());
+            let mut b = vec![T::zeros(); nb];
+            // SAFETY: as above; sizes checked.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.as_mut_ptr() as *mut u8, bytes.len()) };
+            let mut out = vec![0f32; n];
+            T::to_float(&b, &mut out);
+            out
+        }
+        match fmt {
+            KType::Q4K => deq::<BlockQ4K>(bytes, n),
+            KType::Q5K => deq::<BlockQ5K>(bytes, n),
+            KType::Q6K => deq::<BlockQ6K>(bytes, n),
+        }
+    }
+
+    #[test]
+    fn dequant_matches_candle() {
+        for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
+            let x = rng_values(3, 4 * QK_K, 0.5);
+            let bytes = quantize(fmt, &x);
+            assert_eq!(bytes.len(), 4 * fmt.block_bytes());
+            let mut ours = vec![0f32; x.len()];
+            dequant_row(fmt, &bytes, &mut ours);
+            assert_eq!(ours, candle_dequant(fmt, &bytes, x.len()), "{fmt:?}");
+        }
+    }
+
+    #[test]
+    fn dots_match_scalar_and_dequantized_reference() {
+        let simd = super::super::kernels::has_avx2();
+        for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
+            for k in [256, 512, 1536] {
+                let rows = 5;
+                let w = quantize(fmt, &rng_values(11 + k as u64, rows * k, 0.3));
+                let x = rng_values(17, k, 2.0);
+                let mut a = QActK::default();
+                a.quantize(&x);
+                let xa: Vec<f64> = (0..k).map(|i| a.qs[i] as f64 * a.d[i / QK_K] as f64).collect();
+                let mut fast = vec![0f32; rows];
+                let mut scalar = vec![0f32; rows];
+                dot_rows(fmt, &w, k, &a.qs, &a.d, &a.bsums, &mut fast, simd);
+                dot_rows(fmt, &w, k, &a.qs, &a.d, &a.bsums, &mut scalar, false);
+                let rb = k / QK_K * fmt.block_bytes();
+                for r in 0..rows {
+                    let mut wr = vec![0f32; k];
+                    dequant_row(fmt, &w[r * rb..(r + 1) * rb], &mut wr);
+                    let reference: f64 = wr.iter().zip(&xa).map(|(w, x)| *w as f64 * x).sum();
+                    let scale: f64 = wr.iter().zip(&xa).map(|(w, x)| (*w as f64 * x).abs()).sum::<f64>() + 1e-3;
+                    assert!(((fast[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} fast {} ref {reference}", fast[r]);
+                    assert!(((scalar[r] as f64 - reference) / scale).abs() < 1e-5, "{fmt:?} k={k} scalar {} ref {reference}", scalar[r]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn activation_quantization_keeps_block_sums() {
+        let x = rng_values(5, 2 * QK_K, 4.0);
+        let mut a = QActK::default();
+        a.quantize(&x);
+        for b in 0..2 {
+            assert!(a.qs[b * QK_K..(b + 1) * QK_K].iter().any(|&q| q.abs() == 127));
+            for g in 0..16 {
+                let s: i32 = a.qs[b * QK_K + g * 16..][..16].iter().map(|&q| q as i32).sum();
+                assert_eq!(a.bsums[b * 16 + g] as i32, s);
+            }
+        }
+        for (i, v) in x.iter().enumerate() {
+            assert!((a.qs[i] as f32 * a.d[i / QK_K] - v).abs() <= a.d[i / QK_K].abs() * 0.5 + 1e-6);
+        }
+    }
+}
