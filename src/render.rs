@@ -43,6 +43,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("compare.txt", include_str!("render/templates/compare.txt.jinja")),
     ("compare.md", include_str!("render/templates/compare.md.jinja")),
     ("eval.txt", include_str!("render/templates/eval.txt.jinja")),
+    ("eval.md", include_str!("render/templates/eval.md.jinja")),
     ("explain.context", include_str!("render/templates/explain.context.jinja")),
     ("compare.context", include_str!("render/templates/compare.context.jinja")),
 ];

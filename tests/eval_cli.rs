@@ -1,14 +1,25 @@
-//! `keet eval` end to end with the default model: questions from a real profile, answered in two
-//! context formats under the one-letter grammar, tallied per kind; and the questions-only JSONL.
+//! `keet eval` end to end: with the model, questions from a real profile answered in two context
+//! formats with one letter, tallied per kind with intervals and the paired test; the questions-only
+//! JSONL; and the scoring of answers made elsewhere (`--answers`), including bad answer files.
 
 mod llm_support;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel)
+}
+
+fn keet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).output().unwrap()
+}
+
+fn schema_errors(r: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v2.schema.json")).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    v.iter_errors(r).map(|e| format!("{} at {}", e, e.instance_path())).collect()
 }
 
 #[test]
@@ -17,51 +28,63 @@ fn eval_answers_every_question_in_every_format_asked() {
         return;
     }
     let f = corpus("rtxa2000-sample/addConstDouble.ncu-rep");
-    let o = Command::new(env!("CARGO_BIN_EXE_keet"))
-        .args(["eval", f.to_str().unwrap(), "--formats", "raw,context", "--threads", "1", "--seed", "5", "-f", "json"])
-        .output()
-        .unwrap();
+    let o = keet(&["eval", f.to_str().unwrap(), "--model", "smollm2-135m-instruct", "--formats", "raw,context", "--threads", "1", "--seeds", "5,6", "-f", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v1.schema.json")).unwrap()).unwrap();
-    let v = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = v.iter_errors(&r).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "keet.eval/1 schema: {errors:?}");
-    assert_eq!(r["schema"], "keet.eval/1");
-    assert_eq!(r["seed"], 5);
-    assert_eq!(r["conditions"], serde_json::json!(["raw", "context"]));
+    let errors = schema_errors(&r);
+    assert!(errors.is_empty(), "keet.eval/2 schema: {errors:?}");
+    assert_eq!(r["schema"], "keet.eval/2");
+    assert_eq!(r["seeds"], json!([5, 6]));
+    assert_eq!(r["formats"], json!(["raw", "context"]));
     assert_eq!(r["model"]["name"], "smollm2-135m-instruct");
     let n = r["questions"].as_u64().unwrap();
-    assert!(n >= 3, "{r}");
+    assert!(n >= 6, "{r}");
     let answers = r["answers"].as_array().unwrap();
     assert_eq!(answers.len() as u64, n);
     let mut correct = [0u64; 2];
     for a in answers {
-        for (i, c) in ["raw", "context"].iter().enumerate() {
+        for c in ["raw", "context"] {
             let g = a["given"][c].as_str().unwrap();
-            assert!(["A", "B", "C", "D"].contains(&g), "the grammar admits one letter, got {g:?}");
-            correct[i] += (g == a["answer"].as_str().unwrap()) as u64;
+            assert!(["A", "B", "C", "D"].contains(&g), "one letter, got {g:?}");
         }
     }
-    assert_eq!(r["overall"]["questions"].as_u64(), Some(n));
-    assert_eq!(r["overall"]["correct"], serde_json::json!(correct));
+    // The tallies add up: per kind to overall, per seed to overall, letters to n.
+    for (i, c) in r["overall"]["cells"].as_array().unwrap().iter().enumerate() {
+        correct[i] = c["correct"].as_u64().unwrap();
+        let by_kind: u64 = r["by_kind"].as_array().unwrap().iter().map(|k| k["cells"][i]["correct"].as_u64().unwrap()).sum();
+        let by_seed: u64 = r["by_seed"].as_array().unwrap().iter().map(|k| k["cells"][i]["correct"].as_u64().unwrap()).sum();
+        assert_eq!((by_kind, by_seed), (correct[i], correct[i]));
+        let letters: u64 = r["letters"][i]["counts"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum();
+        assert_eq!(letters, n);
+    }
     let kinds: u64 = r["by_kind"].as_array().unwrap().iter().map(|k| k["questions"].as_u64().unwrap()).sum();
     assert_eq!(kinds, n, "every question is in one kind's row");
+    let vs = &r["overall"]["cells"][1]["vs_raw"];
+    let delta = 100.0 * (correct[1] as f64 - correct[0] as f64) / n as f64;
+    assert!((vs["delta_pts"].as_f64().unwrap() - delta).abs() < 1e-9);
+    // Each context prefilled once per format: most prompt tokens come from the KV state.
+    for c in r["cost"].as_array().unwrap() {
+        assert!(c["reused_tokens"].as_u64().unwrap() * 2 > c["prompt_tokens"].as_u64().unwrap(), "{c}");
+    }
+}
+
+fn write_questions(dir: &Path, profiles: &[PathBuf], seeds: &str) -> (PathBuf, Vec<Value>) {
+    let out = dir.join("q.jsonl");
+    let mut args = vec!["eval".to_string()];
+    args.extend(profiles.iter().map(|p| p.to_str().unwrap().to_string()));
+    args.extend(["--no-llm", "--seeds", seeds, "--questions-out", out.to_str().unwrap()].map(String::from));
+    let o = Command::new(env!("CARGO_BIN_EXE_keet")).args(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout.is_empty(), "--no-llm prints no table");
+    let lines = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out, lines)
 }
 
 #[test]
 fn questions_only_jsonl_is_self_contained() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q.jsonl");
-    let f = corpus("h200-moe/decode_c1.ncu-rep");
-    let o = Command::new(env!("CARGO_BIN_EXE_keet"))
-        .args(["eval", f.to_str().unwrap(), "--no-llm", "--questions-out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stdout.is_empty(), "--no-llm prints no table");
-    let lines: Vec<Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(lines.len() >= 5);
+    let (_, lines) = write_questions(dir.path(), &[corpus("h200-moe/decode_c1.ncu-rep")], "0,1");
+    assert!(lines.len() >= 10);
     for q in &lines {
         assert_eq!(q["options"].as_array().unwrap().len(), 4);
         assert!(["A", "B", "C", "D"].contains(&q["answer"].as_str().unwrap()));
@@ -69,9 +92,92 @@ fn questions_only_jsonl_is_self_contained() {
         for c in ["raw", "context", "md"] {
             assert!(q["contexts"][c].as_str().unwrap().len() > 100, "{c} context missing");
         }
+        assert!(q["contexts"]["none"].as_str().unwrap().len() < 300);
+    }
+    for seed in [0, 1] {
+        assert!(lines.iter().any(|q| q["seed"] == seed && q["id"].as_str().unwrap().starts_with(&format!("s{seed}-"))));
     }
     // A profile with no question to ask: a clear error.
-    let o = Command::new(env!("CARGO_BIN_EXE_keet")).args(["eval", corpus("cc86-esmm/metrics.csv").to_str().unwrap(), "--no-llm"]).output().unwrap();
+    let o = keet(&["eval", corpus("cc86-esmm/metrics.csv").to_str().unwrap(), "--no-llm"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no questions"));
+    // Beside one that gives questions, it is listed, not dropped.
+    let o = keet(&["eval", corpus("cc86-esmm/metrics.csv").to_str().unwrap(), corpus("rtxa2000-sample/addConstDouble.ncu-rep").to_str().unwrap(), "--no-llm"]);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cc86-esmm/metrics.csv: no question"), "{err}");
+}
+
+fn write_answers(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+fn score(questions: &Path, answers: &Path) -> Output {
+    keet(&["eval", "--questions", questions.to_str().unwrap(), "--answers", answers.to_str().unwrap(), "-f", "json"])
+}
+
+#[test]
+fn planted_answers_score_as_planted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qpath, qs) = write_questions(dir.path(), &[corpus("h200-moe/decode_c1.ncu-rep"), corpus("h800-sglang/fa2_fwd.ncu-rep")], "0,1");
+    let n = qs.len();
+    // Format "perfect" answers every key; "raw" always C.
+    let mut lines = Vec::new();
+    for q in &qs {
+        lines.push(json!({"id": q["id"], "format": "perfect", "answer": q["answer"]}).to_string());
+        lines.push(json!({"id": q["id"], "format": "raw", "answer": "C", "model": "always-c"}).to_string());
+    }
+    let a = write_answers(dir.path(), "a.jsonl", &lines);
+    let o = score(&qpath, &a);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let errors = schema_errors(&r);
+    assert!(errors.is_empty(), "keet.eval/2 schema: {errors:?}");
+    assert_eq!(r["formats"], json!(["raw", "perfect"]), "the baseline first");
+    assert_eq!(r["questions"].as_u64(), Some(n as u64));
+    let c_keys = qs.iter().filter(|q| q["answer"] == "C").count();
+    let overall = &r["overall"]["cells"];
+    assert_eq!(overall[1]["accuracy_pct"].as_f64(), Some(100.0));
+    assert_eq!(overall[0]["correct"].as_u64(), Some(c_keys as u64));
+    assert!((overall[0]["accuracy_pct"].as_f64().unwrap() - 100.0 * c_keys as f64 / n as f64).abs() < 1e-9);
+    // Paired: perfect wins every question raw missed and loses none.
+    assert_eq!(overall[1]["vs_raw"]["wins"].as_u64(), Some((n - c_keys) as u64));
+    assert_eq!(overall[1]["vs_raw"]["losses"].as_u64(), Some(0));
+    for k in r["by_kind"].as_array().unwrap() {
+        if k["questions"].as_u64().unwrap() > 0 {
+            assert_eq!(k["cells"][1]["accuracy_pct"].as_f64(), Some(100.0), "{k}");
+        }
+    }
+    assert_eq!(r["letters"][0]["counts"], json!([0, 0, n, 0]), "always C");
+    let key = r["letters"].as_array().unwrap().iter().find(|l| l["of"] == "key").unwrap();
+    assert_eq!(key["counts"][2].as_u64(), Some(c_keys as u64));
+    // The text table states both.
+    let o = keet(&["eval", "--questions", qpath.to_str().unwrap(), "--answers", a.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("100% [") || text.contains("100.0% ["), "{text}");
+}
+
+#[test]
+fn bad_answer_files_name_the_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qpath, qs) = write_questions(dir.path(), &[corpus("rtxa2000-sample/addConstDouble.ncu-rep")], "0");
+    let good: Vec<String> = qs.iter().map(|q| json!({"id": q["id"], "format": "raw", "answer": "A"}).to_string()).collect();
+    let id0 = qs[0]["id"].as_str().unwrap();
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        ("unknown id", [good.clone(), vec![json!({"id": "s9-q9999", "format": "raw", "answer": "A"}).to_string()]].concat(), format!(":{}: unknown question id", good.len() + 1)),
+        ("duplicate", [good.clone(), vec![json!({"id": id0, "format": "raw", "answer": "B"}).to_string()]].concat(), format!(":{}: second answer to {id0} in format raw (first on line 1)", good.len() + 1)),
+        ("malformed", [vec![good[0].clone(), "{\"id\": \"s0-q0001\", ".to_string()], good[1..].to_vec()].concat(), ":2: expected a JSON object".to_string()),
+        ("not a letter", [vec![json!({"id": id0, "format": "raw", "answer": "E"}).to_string()], good[1..].to_vec()].concat(), ":1: answer \"E\"".to_string()),
+        ("missing", good[1..].to_vec(), format!("missing 1 (first: {id0})")),
+    ];
+    for (what, lines, expect) in cases {
+        let a = write_answers(dir.path(), "bad.jsonl", &lines);
+        let o = score(&qpath, &a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(&expect) && err.contains("bad.jsonl"), "{what}: expected {expect:?} in {err}");
+        assert!(o.stdout.is_empty(), "{what}: no partial report");
+    }
 }

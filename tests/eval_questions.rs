@@ -112,7 +112,7 @@ fn planted() -> Vec<Kernel> {
 }
 
 fn questions_of(path: &Path, seed: u64) -> Vec<Question> {
-    let set = eval::build(&[path.to_path_buf()], &EvalOptions { top: 10, seed, jobs: 1 }).unwrap();
+    let set = eval::build(&[path.to_path_buf()], &EvalOptions { top: 10, seeds: vec![seed], jobs: 1 }).unwrap();
     assert!(set.errors.is_empty(), "{:?}", set.errors);
     set.questions
 }
@@ -244,7 +244,7 @@ fn rederive(q: &Question) -> Option<String> {
 
 #[test]
 fn every_corpus_answer_follows_from_the_raw_metrics_it_cites() {
-    let set = eval::build(&[corpus()], &EvalOptions { top: 5, seed: 3, jobs: 0 }).unwrap();
+    let set = eval::build(&[corpus()], &EvalOptions { top: 5, seeds: vec![3], jobs: 0 }).unwrap();
     assert!(set.questions.len() >= 50, "only {} questions from the corpus", set.questions.len());
     let kinds: std::collections::BTreeSet<_> = set.questions.iter().map(|q| q.kind).collect();
     assert_eq!(kinds.len(), QuestionKind::ALL.len(), "kinds asked: {kinds:?}");

@@ -1,33 +1,40 @@
 //! `keet eval PATH...`: multiple-choice questions with known answers from the profiles' raw
-//! metrics, answered by the local model in each context format; prints accuracy per question kind
-//! and format, and can write the questions as JSONL for other models and tools.
+//! metrics, answered by the local model in each context format with one constrained letter; prints
+//! accuracy with 95% intervals per question kind and format, each format against the raw table
+//! (sign test), the letters given and the cost. Writes the questions as JSONL for other models and
+//! tools, and scores their answers (`--answers FILE.jsonl --questions FILE.jsonl`).
 
-use crate::eval::{self, Condition, EvalModel, EvalOptions};
+use crate::eval::{self, answer, score, Condition, EvalModel, EvalOptions};
 use crate::llm::Engine;
 use crate::render;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EvalFormat {
     Text,
     Json,
+    /// The Markdown table (as in the README).
+    Md,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
     /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "answers")]
     pub paths: Vec<PathBuf>,
     /// Kernels per profile to ask about (those that take the most time).
     #[arg(long, default_value_t = 5)]
     pub top: usize,
-    /// Seed for the order of the questions and of their options.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Context formats to ask in, comma-separated: raw (the metric table alone), context
-    /// (`explain --format context`), md (the full Markdown report).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw,context,md")]
+    /// Seeds, comma-separated: one question set per seed (distractors and the order of the options).
+    #[arg(long, alias = "seed", value_delimiter = ',', default_value = "0,1")]
+    pub seeds: Vec<u64>,
+    /// Context formats to ask in, comma-separated: none (the question and the kernel's name only),
+    /// raw (the metric table alone), context (`explain --format context`), explained (keet's
+    /// report with this model's own explanations), md (the full Markdown report).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "none,raw,context,explained")]
     pub formats: Vec<Condition>,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
     /// contexts, one JSON object per line.
@@ -36,7 +43,18 @@ pub struct EvalArgs {
     /// Only generate the questions (with --questions-out): no model is loaded.
     #[arg(long)]
     pub no_llm: bool,
-    /// Output format: text (default) or json (schema keet.eval/1, with every answer).
+    /// Score answers made elsewhere: one JSON object per line, {"id": ..., "format": ...,
+    /// "answer": "A"-"D"}, for the questions of --questions. No model is loaded.
+    #[arg(long, value_name = "FILE", requires = "questions", conflicts_with_all = ["paths", "no_llm", "questions_out"])]
+    pub answers: Option<PathBuf>,
+    /// The questions file (`--questions-out`) the answers of --answers are to.
+    #[arg(long, value_name = "FILE", requires = "answers")]
+    pub questions: Option<PathBuf>,
+    /// Explained format: neither read nor write keet's analysis cache (default: explanations are
+    /// cached as `keet explain` caches them).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Output format: text (default), json (schema keet.eval/2, with every answer), md (the table).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<EvalFormat>,
     #[command(flatten)]
@@ -48,43 +66,128 @@ pub struct EvalArgs {
     pub jobs: usize,
 }
 
+fn render_report(a: &EvalArgs, report: &eval::EvalReport) -> anyhow::Result<()> {
+    let out = match a.format.unwrap_or(EvalFormat::Text) {
+        EvalFormat::Json => render::json(report)?,
+        EvalFormat::Text => render::render("eval.txt", report)?,
+        EvalFormat::Md => render::render("eval.md", report)?,
+    };
+    a.output.write(&out)
+}
+
+/// A progress bar on stderr when it is a terminal, hidden otherwise.
+fn bar(len: u64, template: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    b.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> "));
+    b
+}
+
+fn minutes(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{:.1} min", s / 60.0)
+    }
+}
+
 pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
+    if let (Some(answers), Some(questions)) = (&a.answers, &a.questions) {
+        return match score::score_files(questions, answers) {
+            Ok(report) => {
+                render_report(&a, &report)?;
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(2)
+            }
+        };
+    }
+    let t0 = Instant::now();
     let mut formats = a.formats.clone();
     formats.sort();
     formats.dedup();
-    let set = eval::build(&a.paths, &EvalOptions { top: a.top, seed: a.seed, jobs: a.jobs })?;
+    let mut seeds = a.seeds.clone();
+    seeds.dedup();
+    let opts = EvalOptions { top: a.top, seeds: seeds.clone(), jobs: a.jobs };
+    let mut set = eval::build(&a.paths, &opts)?;
     for e in &set.errors {
         eprintln!("error: {}", e.message);
+    }
+    for p in &set.without_questions {
+        eprintln!("note: {}: no question (its metrics answer none of keet eval's question kinds clearly)", p.display());
+    }
+    if set.questions.is_empty() {
+        eprintln!("error: no questions: the inputs' metrics answer none of keet eval's question kinds clearly (they need the SpeedOfLight, Occupancy, LaunchStats, WarpStateStats or MemoryWorkloadAnalysis sections)");
+        if let Some(p) = &a.questions_out {
+            super::write_output(Some(p), "")?;
+        }
+        return Ok(2);
+    }
+    if a.no_llm {
+        if let Some(p) = &a.questions_out {
+            super::write_output(Some(p), &eval::jsonl(&set))?;
+            eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
+        }
+        return Ok(if set.errors.is_empty() { 0 } else { 2 });
+    }
+    let engine_opts = a.model.engine_options();
+    if formats.contains(&Condition::Explained) {
+        let profiles = {
+            let mut f: Vec<&PathBuf> = set.sources.iter().map(|s| &s.file).collect();
+            f.dedup();
+            f.len()
+        };
+        eprintln!("keet eval: explaining the {} asked-about kernels of {profiles} profiles with the model first (the explained format)", set.contexts.len());
+        let b = bar(profiles as u64, "explaining {pos}/{len} profiles [{bar:30}] {elapsed_precise} ETA {eta}");
+        let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };
+        eval::add_explained(&mut set, &opts, &engine_opts, cache, &mut |done, _| b.set_position(done as u64))
+            .map_err(|e| anyhow::anyhow!("{e} (use --formats without explained, or --no-llm --questions-out FILE for the questions alone)"))?;
+        b.finish_and_clear();
+        eprintln!("keet eval: explained in {}", minutes(t0.elapsed().as_secs_f64()));
     }
     if let Some(p) = &a.questions_out {
         super::write_output(Some(p), &eval::jsonl(&set))?;
         eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
     }
-    if set.questions.is_empty() {
-        eprintln!("error: no questions: the inputs' metrics answer none of keet eval's question kinds clearly (they need the SpeedOfLight, Occupancy, LaunchStats, WarpStateStats or MemoryWorkloadAnalysis sections)");
-        return Ok(2);
-    }
-    if a.no_llm {
-        return Ok(if set.errors.is_empty() { 0 } else { 2 });
-    }
-    let mut engine = Engine::load(&a.model.engine_options())
-        .map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
-    let show = std::io::stderr().is_terminal();
-    let mut progress = |done: usize, total: usize| {
-        if show {
-            eprint!("\ranswering {done}/{total}");
-            if done == total {
-                eprintln!();
-            }
-        }
-    };
-    let (answers, truncated) = eval::answer(&set, &mut engine, &formats, &mut progress)?;
+    let mut engine = Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
+    let plan = answer::plan(&set, &engine, &formats)?;
+    let rate = answer::prompt_rate(&mut engine, 256)?;
+    let to_run = plan.tokens_to_run();
+    let expected_s = if rate > 0.0 { to_run as f64 / rate } else { f64::NAN };
+    eprintln!(
+        "keet eval: {} questions x {} formats with {} ({} threads): {} prompt tokens, {} of them reused from the context's KV state, {} to run at about {:.0} tokens/s (warm-up): expected about {}",
+        set.questions.len(),
+        formats.len(),
+        engine.info.name,
+        engine.info.threads,
+        plan.prompt_tokens(),
+        plan.prompt_tokens() - to_run,
+        to_run,
+        rate,
+        minutes(expected_s)
+    );
+    let b = bar(to_run as u64, "answering [{bar:30}] {percent}% of prompt tokens, {elapsed_precise} ETA {eta}");
+    let run = answer::run(&set, &mut engine, &plan, false, &mut |done| b.set_position(done as u64))?;
+    b.finish_and_clear();
     let model = EvalModel { name: engine.info.name.clone(), device: engine.info.device.clone() };
-    let report = eval::report(&set, answers, &formats, Some(model), a.seed, truncated);
-    let out = match a.format.unwrap_or(EvalFormat::Text) {
-        EvalFormat::Json => render::json(&report)?,
-        EvalFormat::Text => render::render("eval.txt", &report)?,
+    let keys: Vec<score::Key> = set.questions.iter().map(score::Key::from).collect();
+    let format_names: Vec<String> = formats.iter().map(|f| f.name().to_string()).collect();
+    let meta = score::ReportMeta {
+        model: Some(model),
+        answers_file: None,
+        seeds,
+        files: set.files.clone(),
+        profiles_without_questions: set.without_questions.clone(),
+        truncated_contexts: run.truncated,
+        cost: run.costs,
+        wall_s: Some(t0.elapsed().as_secs_f64()),
+        errors: set.errors.clone(),
     };
-    a.output.write(&out)?;
+    let report = score::report(&keys, run.answers, &format_names, meta);
+    render_report(&a, &report)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })
 }

@@ -1,28 +1,35 @@
 //! `keet eval`: what keet's report is worth to a model. Multiple-choice questions with known answers
 //! are generated from each profile's raw metrics ([`questions`]); the local model answers each one
-//! under a grammar that admits one of four letters, once per context format (the raw metric table
-//! alone, keet's `--format context` report, the full Markdown report); accuracy is tallied per
-//! question kind and format.
+//! with one constrained letter ([`answer`]), once per context format (nothing but the kernel's name,
+//! the raw metric table, keet's `--format context` report, keet's report with the model's own
+//! explanations, the full Markdown report); [`score`] tallies accuracy with 95% intervals per question
+//! kind and format and compares each format with the raw table on the same questions ([`stats`]).
 //!
 //! Data flow: inputs → (per file) the rule-layer explain report and the raw launches → questions
-//! with their contexts ([`EvalSet`]) → answers ([`answer`]) → [`EvalReport`].
+//! for each seed with their contexts ([`EvalSet`]) → answers ([`answer`], or a JSONL file made
+//! elsewhere) → [`score::EvalReport`].
 
+pub mod answer;
 pub mod questions;
+pub mod score;
+pub mod stats;
+
+pub use answer::{answer, AnswerRun, FormatCost};
+pub use score::{EvalModel, EvalReport};
 
 use crate::analysis::FileError;
 use crate::explain::report::{ExplainReport, KernelExplanation};
 use crate::explain::{self, ExplainOptions};
-use crate::llm::{ChatMessage, Engine, GenerateOptions};
 use crate::profile::Launch;
 use questions::{Basis, Draft, ProfileKernel, QuestionKind};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-pub const EVAL_SCHEMA: &str = "keet.eval/1";
+pub const EVAL_SCHEMA: &str = "keet.eval/2";
 pub const LETTERS: [&str; 4] = ["A", "B", "C", "D"];
 
 #[derive(Debug, thiserror::Error)]
@@ -33,25 +40,35 @@ pub enum EvalError {
     Explain(#[from] explain::ExplainError),
     #[error(transparent)]
     Llm(#[from] crate::llm::LlmError),
+    /// A bad line in an answers or questions file: `file:line: what`.
+    #[error("{0}")]
+    Input(String),
 }
 
 /// What the model sees before each question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Condition {
+    /// Nothing but the kernel's name (and the question): what the model knows without the profile.
+    None,
     /// The raw metric table alone (names and values as the profile wrote them).
     Raw,
-    /// keet's `--format context` report.
+    /// keet's `--format context` report (rule layer only, no model text).
     Context,
-    /// keet's full Markdown report (`--format md`).
+    /// keet's report with the model's own explanations: the explain stage run with the same model,
+    /// rendered as `--format context` followed by each finding's claim and explanation.
+    Explained,
+    /// keet's full Markdown report (`--format md`, rule layer only).
     Md,
 }
 
 impl Condition {
     pub fn name(self) -> &'static str {
         match self {
+            Condition::None => "none",
             Condition::Raw => "raw",
             Condition::Context => "context",
+            Condition::Explained => "explained",
             Condition::Md => "md",
         }
     }
@@ -60,16 +77,22 @@ impl Condition {
 /// One context a question is asked in, in each format.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Contexts {
+    pub none: String,
     pub raw: String,
     pub context: String,
     pub md: String,
+    /// Only when the explain stage ran with a model ([`add_explained`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained: Option<String>,
 }
 
 impl Contexts {
     pub fn get(&self, c: Condition) -> &str {
         match c {
+            Condition::None => &self.none,
             Condition::Raw => &self.raw,
             Condition::Context => &self.context,
+            Condition::Explained => self.explained.as_deref().unwrap_or(""),
             Condition::Md => &self.md,
         }
     }
@@ -78,7 +101,11 @@ impl Contexts {
 /// A question with its options in shuffled order and the letter of the correct one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Question {
+    /// `s<seed>-q<number>`: unique across the seeds of a run.
     pub id: String,
+    /// The seed that drew this question's distractors and shuffled its options.
+    #[serde(default)]
+    pub seed: u64,
     pub kind: QuestionKind,
     pub file: PathBuf,
     /// The kernel asked about (empty for a question about the whole profile).
@@ -96,29 +123,45 @@ pub struct Question {
     pub context: usize,
 }
 
+/// Which kernel of which profile a context describes (for the explained format).
+#[derive(Debug, Clone)]
+pub struct ContextSource {
+    pub file: PathBuf,
+    /// The kernel's rank in the profile's report; `None` for the whole-profile context.
+    pub rank: Option<usize>,
+}
+
 /// The questions of a run and the contexts they are asked in.
 #[derive(Debug, Clone, Default)]
 pub struct EvalSet {
     pub questions: Vec<Question>,
     pub contexts: Vec<Contexts>,
+    pub sources: Vec<ContextSource>,
     pub files: Vec<PathBuf>,
+    pub seeds: Vec<u64>,
     pub errors: Vec<FileError>,
+    /// Profiles that read but gave no question (their metrics answer no kind clearly).
+    pub without_questions: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
     /// Kernels per profile asked about (the ones that take the most time).
     pub top: usize,
-    pub seed: u64,
+    /// One question set per seed (distractors and option order); contexts are shared.
+    pub seeds: Vec<u64>,
     pub jobs: usize,
 }
 
-/// Builds the questions for every profile in `inputs` (directories searched recursively).
+/// Builds the questions for every profile in `inputs` (directories searched recursively), one set
+/// per seed. The contexts do not depend on the seed and are built once.
 pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalError> {
     let files = crate::profile::expand_inputs(inputs).map_err(|e| EvalError::Io(e.to_string()))?;
-    let mut rng = StdRng::seed_from_u64(opts.seed);
-    let mut set = EvalSet { files: files.clone(), ..Default::default() };
-    let mut drafts: Vec<(Draft, PathBuf, String, usize)> = Vec::new();
+    let seeds: Vec<u64> = if opts.seeds.is_empty() { vec![0] } else { opts.seeds.clone() };
+    let mut rngs: Vec<StdRng> = seeds.iter().map(|&s| StdRng::seed_from_u64(s)).collect();
+    let mut set = EvalSet { files: files.clone(), seeds: seeds.clone(), ..Default::default() };
+    // Per seed: (draft, file, kernel label, context index).
+    let mut drafts: Vec<Vec<(Draft, PathBuf, String, usize)>> = vec![Vec::new(); seeds.len()];
     for file in &files {
         let profile = match crate::profile::read_path(file) {
             Ok(p) => p,
@@ -127,49 +170,125 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
                 continue;
             }
         };
-        let eopts = ExplainOptions { top: opts.top.max(1), coverage_pct: 100.0, no_llm: true, cache: None, jobs: opts.jobs, progress: false, ..Default::default() };
+        let eopts = rules_report_options(opts);
         let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;
         set.errors.extend(report.errors.iter().cloned());
         let by_id: HashMap<u64, &Launch> = profile.launches.iter().map(|l| (l.id, l)).collect();
         let mut kernels: Vec<&KernelExplanation> = report.kernels.iter().collect();
         kernels.sort_by_key(|k| k.rank);
         let mut profile_kernels = Vec::new();
+        let mut asked = 0usize;
         for k in &kernels {
             let Some(launch) = by_id.get(&k.analysis.id) else { continue };
             let label = kernel_label(k);
             let ctx = set.contexts.len();
             set.contexts.push(kernel_contexts(&report, k, launch));
-            for d in questions::kernel_questions(launch, &format!("`{label}`"), &mut rng) {
-                drafts.push((d, file.clone(), label.clone(), ctx));
+            set.sources.push(ContextSource { file: file.clone(), rank: Some(k.rank) });
+            for (per_seed, rng) in drafts.iter_mut().zip(rngs.iter_mut()) {
+                for d in questions::kernel_questions(launch, &format!("`{label}`"), rng) {
+                    per_seed.push((d, file.clone(), label.clone(), ctx));
+                    asked += 1;
+                }
             }
             profile_kernels.push(ProfileKernel { label, total_ns: k.kernel.total_duration_ns, launch });
         }
         if let Some(d) = questions::most_gain(&profile_kernels) {
             let ctx = set.contexts.len();
             let launches: Vec<(&KernelExplanation, &Launch)> = kernels.iter().filter_map(|k| Some((*k, *by_id.get(&k.analysis.id)?))).collect();
-            set.contexts.push(profile_contexts(&report, &launches));
-            drafts.push((d, file.clone(), String::new(), ctx));
+            set.contexts.push(profile_contexts(&report, &launches, file));
+            set.sources.push(ContextSource { file: file.clone(), rank: None });
+            for per_seed in drafts.iter_mut() {
+                per_seed.push((d.clone(), file.clone(), String::new(), ctx));
+                asked += 1;
+            }
+        }
+        if asked == 0 {
+            set.without_questions.push(file.clone());
         }
     }
-    drafts.shuffle(&mut rng);
-    for (i, (d, file, kernel, context)) in drafts.into_iter().enumerate() {
-        let mut options: Vec<(String, bool)> = std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
-        options.shuffle(&mut rng);
-        let at = options.iter().position(|o| o.1).expect("the correct option is among the options");
-        set.questions.push(Question {
-            id: format!("q{:04}", i + 1),
-            kind: d.kind,
-            file,
-            kernel,
-            question: d.question,
-            options: options.into_iter().map(|o| o.0).collect(),
-            answer: LETTERS[at].to_string(),
-            answer_key: d.answer_key,
-            basis: d.basis,
-            context,
-        });
+    for ((seed, mut per_seed), rng) in seeds.iter().zip(drafts).zip(rngs.iter_mut()) {
+        per_seed.shuffle(rng);
+        for (i, (d, file, kernel, context)) in per_seed.into_iter().enumerate() {
+            let mut options: Vec<(String, bool)> = std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
+            options.shuffle(rng);
+            let at = options.iter().position(|o| o.1).expect("the correct option is among the options");
+            set.questions.push(Question {
+                id: format!("s{seed}-q{:04}", i + 1),
+                seed: *seed,
+                kind: d.kind,
+                file,
+                kernel,
+                question: d.question,
+                options: options.into_iter().map(|o| o.0).collect(),
+                answer: LETTERS[at].to_string(),
+                answer_key: d.answer_key,
+                basis: d.basis,
+                context,
+            });
+        }
     }
     Ok(set)
+}
+
+/// The explain options of the rule-layer report the questions' contexts come from.
+fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
+    ExplainOptions { top: opts.top.max(1), coverage_pct: 100.0, no_llm: true, cache: None, jobs: opts.jobs, progress: false, ..Default::default() }
+}
+
+/// Runs keet's explain stage with the model for every profile of `set` (the same kernels as the
+/// rule-layer report) and fills each context's `explained` text: that report as `--format
+/// context`, followed by the model's explanations. `progress(done, total)` per profile.
+pub fn add_explained(
+    set: &mut EvalSet,
+    opts: &EvalOptions,
+    engine: &crate::llm::EngineOptions,
+    cache: Option<PathBuf>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(), EvalError> {
+    let mut files: Vec<PathBuf> = set.sources.iter().map(|s| s.file.clone()).collect();
+    files.dedup();
+    let total = files.len();
+    for (i, file) in files.iter().enumerate() {
+        let eopts = ExplainOptions { no_llm: false, engine: engine.clone(), cache: cache.clone(), ..rules_report_options(opts) };
+        let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;
+        for (ctx, source) in set.contexts.iter_mut().zip(&set.sources) {
+            if &source.file != file {
+                continue;
+            }
+            let text = match source.rank {
+                Some(rank) => match report.kernels.iter().find(|k| k.rank == rank) {
+                    Some(k) => explained_text(&report_with(&report, &[k])),
+                    None => String::new(),
+                },
+                None => explained_text(&report),
+            };
+            ctx.explained = Some(text);
+        }
+        progress(i + 1, total);
+    }
+    Ok(())
+}
+
+/// The explained format: the report as `--format context`, then each shown finding's claim and
+/// explanation (the model's where it wrote them and they passed validation, the expert text else).
+pub fn explained_text(report: &ExplainReport) -> String {
+    let mut out = crate::render::context::explain_context(report, None).unwrap_or_default();
+    let mut lines = Vec::new();
+    for k in &report.kernels {
+        for f in &k.findings {
+            let claim = f.finding.claim.split_whitespace().collect::<Vec<_>>().join(" ");
+            let why = f.finding.explanation.split_whitespace().collect::<Vec<_>>().join(" ");
+            lines.push(format!("- K{} {}: {claim} {why}", k.rank, f.finding.category.as_str()));
+        }
+    }
+    if !lines.is_empty() {
+        out.push_str("\n## Explanations\n");
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// How questions and options name a kernel: its name and launch shape (two kernels of one name
@@ -191,17 +310,21 @@ fn report_with(report: &ExplainReport, keep: &[&KernelExplanation]) -> ExplainRe
 fn kernel_contexts(report: &ExplainReport, k: &KernelExplanation, launch: &Launch) -> Contexts {
     let one = report_with(report, &[k]);
     Contexts {
+        none: format!("Kernel `{}`.\n", kernel_label(k)),
         raw: raw_table(&[(k, launch)]),
         context: crate::render::context::explain_context(&one, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(&one, crate::render::Format::Md).unwrap_or_default(),
+        explained: None,
     }
 }
 
-fn profile_contexts(report: &ExplainReport, kernels: &[(&KernelExplanation, &Launch)]) -> Contexts {
+fn profile_contexts(report: &ExplainReport, kernels: &[(&KernelExplanation, &Launch)], file: &std::path::Path) -> Contexts {
     Contexts {
+        none: format!("Profile `{}`.\n", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
         raw: raw_table(kernels),
         context: crate::render::context::explain_context(report, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(report, crate::render::Format::Md).unwrap_or_default(),
+        explained: None,
     }
 }
 
@@ -252,156 +375,8 @@ fn raw_rows(k: &KernelExplanation, launch: &Launch) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The model's answers: per question, per condition, the letter it chose.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Answered {
-    pub id: String,
-    pub kind: QuestionKind,
-    pub answer: String,
-    pub given: BTreeMap<Condition, String>,
-}
-
-/// Progress callback: questions answered so far, of how many.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
-
-/// Answers every question in every condition. Questions are asked grouped by context, so the
-/// context's tokens are computed once and reused (the answers do not depend on the order).
-/// A context longer than the model's window keeps its first lines; `truncated` counts those.
-pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition], progress: Progress) -> Result<(Vec<Answered>, usize), EvalError> {
-    let schema = serde_json::json!({ "enum": LETTERS });
-    let gen = GenerateOptions { max_tokens: 8, repeat_penalty: 1.0, ..Default::default() };
-    let mut given: Vec<BTreeMap<Condition, String>> = vec![BTreeMap::new(); set.questions.len()];
-    let mut order: Vec<usize> = (0..set.questions.len()).collect();
-    order.sort_by_key(|&i| set.questions[i].context);
-    let total = order.len() * conditions.len();
-    let mut done = 0;
-    let mut truncated = 0;
-    // Room for the question, its options and the chat template around them.
-    let reserve = 768usize;
-    let window = engine.info.context_length.saturating_sub(reserve).max(256);
-    for &c in conditions {
-        let mut fitted: HashMap<usize, String> = HashMap::new();
-        for &i in &order {
-            let q = &set.questions[i];
-            let ctx = fitted.entry(q.context).or_insert_with(|| {
-                let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &|s| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX));
-                truncated += cut as usize;
-                text
-            });
-            let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
-            let g = engine.generate(&messages, &gen, Some(&schema))?;
-            let letter = g.text.trim().trim_matches('"').to_string();
-            given[i].insert(c, letter);
-            done += 1;
-            progress(done, total);
-        }
-    }
-    let answered = set
-        .questions
-        .iter()
-        .zip(given)
-        .map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given })
-        .collect();
-    Ok((answered, truncated))
-}
-
-/// The user message: the context, then the question and its lettered options.
-pub fn prompt(context: &str, q: &Question) -> String {
-    let mut s = format!("{}\n\n---\nQuestion: {}\n", context.trim_end(), q.question);
-    for (l, o) in LETTERS.iter().zip(&q.options) {
-        s.push_str(&format!("{l}. {o}\n"));
-    }
-    s.push_str("Answer with the letter of the correct option.");
-    s
-}
-
-/// The first lines of `text` that fit in `max_tokens`; true when lines were cut.
-fn fit_lines(text: &str, max_tokens: usize, count: &dyn Fn(&str) -> usize) -> (String, bool) {
-    if count(text) <= max_tokens {
-        return (text.to_string(), false);
-    }
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let (mut lo, mut hi) = (0usize, lines.len());
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if count(&lines[..mid].concat()) <= max_tokens {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let mut s = lines[..lo].concat();
-    s.push_str("\n(cut to fit the model's context window)\n");
-    (s, true)
-}
-
-/// Accuracy of one question kind (or all), per condition.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Row {
-    pub kind: String,
-    pub questions: usize,
-    /// Correct answers per condition, in [`EvalReport::conditions`] order.
-    pub correct: Vec<usize>,
-    pub accuracy_pct: Vec<f64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvalModel {
-    pub name: String,
-    pub device: String,
-}
-
-/// The whole `keet eval` output.
-#[derive(Debug, Clone, Serialize)]
-pub struct EvalReport {
-    pub schema: String,
-    pub keet_version: String,
-    pub model: Option<EvalModel>,
-    pub seed: u64,
-    pub files: Vec<PathBuf>,
-    pub questions: usize,
-    pub conditions: Vec<Condition>,
-    pub by_kind: Vec<Row>,
-    pub overall: Row,
-    /// Accuracy of guessing among four options.
-    pub chance_pct: f64,
-    /// Contexts cut to fit the model's window (per condition and context).
-    pub truncated_contexts: usize,
-    pub answers: Vec<Answered>,
-    pub errors: Vec<FileError>,
-}
-
-/// Tallies `answers` into the report.
-pub fn report(set: &EvalSet, answers: Vec<Answered>, conditions: &[Condition], model: Option<EvalModel>, seed: u64, truncated: usize) -> EvalReport {
-    let row = |kind: String, rows: &[&Answered]| {
-        let correct: Vec<usize> = conditions.iter().map(|c| rows.iter().filter(|a| a.given.get(c) == Some(&a.answer)).count()).collect();
-        let accuracy_pct = correct.iter().map(|&n| if rows.is_empty() { 0.0 } else { 100.0 * n as f64 / rows.len() as f64 }).collect();
-        Row { kind, questions: rows.len(), correct, accuracy_pct }
-    };
-    let by_kind = QuestionKind::ALL
-        .iter()
-        .map(|k| row(k.name().to_string(), &answers.iter().filter(|a| a.kind == *k).collect::<Vec<_>>()))
-        .collect();
-    let overall = row("overall".into(), &answers.iter().collect::<Vec<_>>());
-    EvalReport {
-        schema: EVAL_SCHEMA.into(),
-        keet_version: env!("CARGO_PKG_VERSION").into(),
-        model,
-        seed,
-        files: set.files.clone(),
-        questions: set.questions.len(),
-        conditions: conditions.to_vec(),
-        by_kind,
-        overall,
-        chance_pct: 25.0,
-        truncated_contexts: truncated,
-        answers,
-        errors: set.errors.clone(),
-    }
-}
-
 /// One JSON line per question, self-contained (its contexts included) so other models and tools
-/// can be scored on the same questions.
+/// can be scored on the same questions (`keet eval --answers`).
 pub fn jsonl(set: &EvalSet) -> String {
     let mut out = String::new();
     for q in &set.questions {
@@ -411,19 +386,4 @@ pub fn jsonl(set: &EvalSet) -> String {
         out.push('\n');
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fitting_keeps_whole_first_lines() {
-        let words = |s: &str| s.split_whitespace().count();
-        let text = "a b\nc d\ne f\n";
-        assert_eq!(fit_lines(text, 10, &words), (text.to_string(), false));
-        let (s, cut) = fit_lines(text, 4, &words);
-        assert!(cut);
-        assert!(s.starts_with("a b\nc d\n") && !s.contains("e f"), "{s}");
-    }
 }

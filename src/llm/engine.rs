@@ -470,6 +470,55 @@ impl Engine {
         }
     }
 
+    /// Picks one of `choices` (each a single token, such as the letters of a multiple-choice
+    /// question) as the assistant's first token: the prompt is run (reusing the longest cached
+    /// prefix, as in [`Engine::generate`]) and the choice with the highest logit wins. This is
+    /// greedy decoding under a grammar that admits exactly these tokens, at the cost of the prompt
+    /// alone (no decode step). Returns the index of the choice, the logits of all choices and the
+    /// timings.
+    pub fn choose(&mut self, messages: &[ChatMessage], choices: &[&str]) -> Result<(usize, Vec<f32>, Timings), LlmError> {
+        let mut choice_ids = Vec::with_capacity(choices.len());
+        for c in choices {
+            match self.tokenizer.encode(c)?.as_slice() {
+                [id] => choice_ids.push(*id),
+                other => return Err(err(format!("choice {c:?} is {} tokens for this tokenizer; choices must be one token each", other.len()))),
+            }
+        }
+        if choice_ids.is_empty() {
+            return Err(err("no choices"));
+        }
+        let ids = self.prompt_tokens(messages)?;
+        if ids.len() >= self.info.context_length {
+            return Err(err(format!("prompt has {} tokens, the model's context is {}", ids.len(), self.info.context_length)));
+        }
+        let boundary = if messages.len() > 1 {
+            let head = self.template.render(&messages[..messages.len() - 1], false).ok();
+            head.and_then(|h| self.text_tokens(&h).ok())
+                .filter(|h| !h.is_empty() && h.len() < ids.len() && ids.starts_with(h))
+                .map(|h| h.len())
+        } else {
+            None
+        };
+        let t = Instant::now();
+        let (logits, reused) = match self.prefill(&ids, boundary) {
+            Ok(x) => x,
+            Err(e) => {
+                self.model.truncate_cache(0);
+                self.cached.clear();
+                return Err(e);
+            }
+        };
+        let timings = Timings { prompt_tokens: ids.len(), reused_tokens: reused, prompt_s: t.elapsed().as_secs_f64(), ..Default::default() };
+        let scores: Vec<f32> = choice_ids.iter().map(|&i| logits.get(i as usize).copied().unwrap_or(f32::NEG_INFINITY)).collect();
+        let mut best = 0;
+        for (i, s) in scores.iter().enumerate() {
+            if *s > scores[best] {
+                best = i;
+            }
+        }
+        Ok((best, scores, timings))
+    }
+
     /// Forgets the KV cache (the next request runs its whole prompt).
     pub fn reset(&mut self) {
         self.model.truncate_cache(0);

@@ -1,0 +1,201 @@
+//! The local model answers the questions of an [`EvalSet`]: one constrained letter per question and
+//! format, at the cost of the prompt alone.
+//!
+//! Cost: the prompt is the system prompt, then the context, then the question, so every question
+//! about one context shares the longest possible prefix. Questions are asked grouped by format,
+//! then by context (every seed's questions about it together), and the engine reuses the KV state
+//! of the longest prefix it already holds: each context is prefilled once per format and each
+//! question runs only its own tokens (plus at most one chunk of alignment). The letter is the
+//! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
+//! decoding under a grammar that admits exactly one letter.
+
+use super::score::Answered;
+use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
+use crate::llm::{ChatMessage, Engine};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Room left in the model's window for the question, its options and the chat template.
+const RESERVE_TOKENS: usize = 768;
+
+/// What answering one format cost.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FormatCost {
+    pub format: String,
+    /// Distinct contexts (each prefilled once when the prefix is reused).
+    pub contexts: usize,
+    pub questions: usize,
+    /// Prompt tokens over all questions.
+    pub prompt_tokens: usize,
+    /// Of those, tokens whose KV state was reused from the previous question.
+    pub reused_tokens: usize,
+    /// Seconds spent running the prompts.
+    pub prefill_s: f64,
+}
+
+/// One prompt to run: a question in a format.
+pub struct Job {
+    pub condition: Condition,
+    /// Index into [`EvalSet::questions`].
+    pub question: usize,
+    pub messages: [ChatMessage; 2],
+    /// Prompt tokens, and those expected to be reused from the job before.
+    pub tokens: usize,
+    pub expected_reuse: usize,
+}
+
+/// Every prompt of a run in the order it runs, with the token counts that predict its cost.
+pub struct Plan {
+    pub jobs: Vec<Job>,
+    pub conditions: Vec<Condition>,
+    /// Contexts cut to fit the model's window (per format and context).
+    pub truncated: usize,
+}
+
+impl Plan {
+    pub fn prompt_tokens(&self) -> usize {
+        self.jobs.iter().map(|j| j.tokens).sum()
+    }
+    /// Tokens the model must run (the prompt tokens not reused).
+    pub fn tokens_to_run(&self) -> usize {
+        self.jobs.iter().map(|j| j.tokens - j.expected_reuse).sum()
+    }
+}
+
+/// Orders the prompts (format, then context, then seed and question) and counts their tokens with
+/// the model's tokenizer.
+pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<Plan, EvalError> {
+    let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
+    let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
+    let mut order: Vec<usize> = (0..set.questions.len()).collect();
+    order.sort_by_key(|&i| (set.questions[i].context, set.questions[i].seed, i));
+    let chunk = crate::llm::loader::chunk_size();
+    let mut jobs = Vec::with_capacity(order.len() * conditions.len());
+    let mut truncated = 0;
+    let mut previous: Vec<u32> = Vec::new();
+    for &c in conditions {
+        let mut fitted: HashMap<usize, String> = HashMap::new();
+        for &i in &order {
+            let q = &set.questions[i];
+            let ctx = fitted.entry(q.context).or_insert_with(|| {
+                let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &count);
+                truncated += cut as usize;
+                text
+            });
+            let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
+            let ids = engine.prompt_tokens(&messages)?;
+            let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
+            let expected_reuse = common.min(ids.len().saturating_sub(1)) / chunk * chunk;
+            jobs.push(Job { condition: c, question: i, messages, tokens: ids.len(), expected_reuse });
+            previous = ids;
+        }
+    }
+    Ok(Plan { jobs, conditions: conditions.to_vec(), truncated })
+}
+
+/// Measures the model's prompt speed on a warm-up prompt (about `tokens` long), in tokens per
+/// second, and forgets it.
+pub fn prompt_rate(engine: &mut Engine, tokens: usize) -> Result<f64, EvalError> {
+    let filler = "| sm__throughput.avg.pct_of_peak_sustained_elapsed | 42.5 |\n".repeat(tokens / 20 + 1);
+    let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(filler)];
+    engine.reset();
+    let (_, _, t) = engine.choose(&messages, &LETTERS)?;
+    engine.reset();
+    Ok(if t.prompt_s > 0.0 { t.prompt_tokens as f64 / t.prompt_s } else { 0.0 })
+}
+
+/// The model's answers and what they cost.
+pub struct AnswerRun {
+    pub answers: Vec<Answered>,
+    pub costs: Vec<FormatCost>,
+    pub truncated: usize,
+}
+
+/// Runs `plan`: every question in every format, one letter each. With `fresh`, the KV cache is
+/// dropped before each question (a full prefill every time: the reference the reuse must match).
+/// `progress(tokens run so far)` after each question.
+pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progress: &mut dyn FnMut(usize)) -> Result<AnswerRun, EvalError> {
+    let mut given: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); set.questions.len()];
+    let mut costs: BTreeMap<Condition, FormatCost> = BTreeMap::new();
+    let mut contexts: BTreeMap<Condition, std::collections::BTreeSet<usize>> = BTreeMap::new();
+    let mut run_tokens = 0usize;
+    engine.reset();
+    for job in &plan.jobs {
+        if fresh {
+            engine.reset();
+        }
+        let (at, _, t) = engine.choose(&job.messages, &LETTERS)?;
+        given[job.question].insert(job.condition.name().to_string(), LETTERS[at].to_string());
+        let cost = costs.entry(job.condition).or_insert_with(|| FormatCost { format: job.condition.name().into(), ..Default::default() });
+        cost.questions += 1;
+        cost.prompt_tokens += t.prompt_tokens;
+        cost.reused_tokens += t.reused_tokens;
+        cost.prefill_s += t.prompt_s;
+        contexts.entry(job.condition).or_default().insert(set.questions[job.question].context);
+        run_tokens += t.prompt_tokens - t.reused_tokens;
+        progress(run_tokens);
+    }
+    let answers = set.questions.iter().zip(given).map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given }).collect();
+    let costs = plan
+        .conditions
+        .iter()
+        .filter_map(|c| {
+            let mut cost = costs.remove(c)?;
+            cost.contexts = contexts.get(c).map(|s| s.len()).unwrap_or(0);
+            Some(cost)
+        })
+        .collect();
+    Ok(AnswerRun { answers, costs, truncated: plan.truncated })
+}
+
+/// Plans and runs every question in every format with prefix reuse (no progress shown).
+pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition]) -> Result<AnswerRun, EvalError> {
+    let plan = plan(set, engine, conditions)?;
+    run(set, engine, &plan, false, &mut |_| {})
+}
+
+/// The user message: the context, then the question and its lettered options. The context comes
+/// first so that the questions about it share it as a prefix.
+pub fn prompt(context: &str, q: &Question) -> String {
+    let mut s = format!("{}\n\n---\nQuestion: {}\n", context.trim_end(), q.question);
+    for (l, o) in LETTERS.iter().zip(&q.options) {
+        s.push_str(&format!("{l}. {o}\n"));
+    }
+    s.push_str("Answer with the letter of the correct option.");
+    s
+}
+
+/// The first lines of `text` that fit in `max_tokens`; true when lines were cut.
+fn fit_lines(text: &str, max_tokens: usize, count: &dyn Fn(&str) -> usize) -> (String, bool) {
+    if count(text) <= max_tokens {
+        return (text.to_string(), false);
+    }
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let (mut lo, mut hi) = (0usize, lines.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if count(&lines[..mid].concat()) <= max_tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut s = lines[..lo].concat();
+    s.push_str("\n(cut to fit the model's context window)\n");
+    (s, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fitting_keeps_whole_first_lines() {
+        let words = |s: &str| s.split_whitespace().count();
+        let text = "a b\nc d\ne f\n";
+        assert_eq!(fit_lines(text, 10, &words), (text.to_string(), false));
+        let (s, cut) = fit_lines(text, 4, &words);
+        assert!(cut);
+        assert!(s.starts_with("a b\nc d\n") && !s.contains("e f"), "{s}");
+    }
+}

@@ -1,0 +1,70 @@
+//! `keet eval`'s cost model on the small model (SmolLM2): the questions about one context continue
+//! from its KV state, and that gives the same letters (and the same logits) as a full prefill of
+//! every prompt.
+
+mod llm_support;
+
+use keet::eval::{self, answer, Condition, EvalOptions};
+use keet::llm::{ChatMessage, Engine, EngineOptions};
+use std::path::Path;
+
+fn small_model() -> Engine {
+    // SmolLM2 by its manifest name, whatever the default model is: the mechanics, not the answers.
+    let opts = EngineOptions { model: Some("smollm2-135m-instruct".into()), device: Some("cpu".into()), threads: Some(1) };
+    Engine::load(&opts).unwrap_or_else(|e| panic!("this test needs SmolLM2 (scripts/install-model.sh): {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip it)"))
+}
+
+#[test]
+fn prefix_reuse_answers_as_a_full_prefill_does() {
+    if llm_support::skip() {
+        return;
+    }
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0, 1], jobs: 1 }).unwrap();
+    assert!(set.questions.len() >= 4, "{} questions", set.questions.len());
+    let mut engine = small_model();
+    // The context format: a few hundred tokens (the raw table is the same mechanics at 3x the cost).
+    let formats = [Condition::Context];
+    let plan = answer::plan(&set, &engine, &formats).unwrap();
+    assert!(plan.tokens_to_run() < plan.prompt_tokens() / 2, "the plan reuses the shared contexts: {} of {} to run", plan.tokens_to_run(), plan.prompt_tokens());
+
+    let reused = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
+    let fresh = answer::run(&set, &mut engine, &plan, true, &mut |_| {}).unwrap();
+    for (r, f) in reused.answers.iter().zip(&fresh.answers) {
+        assert_eq!(r.given, f.given, "{}: prefix reuse changed the answer", r.id);
+    }
+    let tokens = |run: &answer::AnswerRun| run.costs.iter().map(|c| c.reused_tokens).sum::<usize>();
+    assert_eq!(tokens(&fresh), 0, "a full prefill reuses nothing");
+    // Each context is prefilled once per format: everything after the first question of a context
+    // reuses at least the context (to the engine's chunk boundary).
+    let expected: usize = plan.jobs.iter().map(|j| j.expected_reuse).sum();
+    assert_eq!(tokens(&reused), expected, "the engine reused what the plan predicted");
+    for c in &reused.costs {
+        assert_eq!(c.questions, set.questions.len());
+        assert!(c.reused_tokens * 2 > c.prompt_tokens, "{}: {} of {} prompt tokens reused", c.format, c.reused_tokens, c.prompt_tokens);
+    }
+
+    // The logits themselves: a question asked after another about the same context equals the same
+    // question asked cold, bit for bit.
+    let (first, second) = (&plan.jobs[0], &plan.jobs[1]);
+    assert_eq!(set.questions[first.question].context, set.questions[second.question].context);
+    engine.reset();
+    let (_, cold, t_cold) = engine.choose(&second.messages, &eval::LETTERS).unwrap();
+    engine.reset();
+    engine.choose(&first.messages, &eval::LETTERS).unwrap();
+    let (_, warm, t_warm) = engine.choose(&second.messages, &eval::LETTERS).unwrap();
+    assert_eq!(t_cold.reused_tokens, 0);
+    assert!(t_warm.reused_tokens > 0);
+    assert_eq!(cold, warm, "the letters' logits differ after prefix reuse");
+}
+
+#[test]
+fn a_choice_must_be_one_token() {
+    if llm_support::skip() {
+        return;
+    }
+    let mut engine = small_model();
+    let m = [ChatMessage::user("Pick one.".to_string())];
+    let e = engine.choose(&m, &["A", "a long answer"]).unwrap_err().to_string();
+    assert!(e.contains("one token"), "{e}");
+}
