@@ -9,7 +9,7 @@ fn corpus(rel: &str) -> PathBuf {
 }
 
 fn keet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).output().expect("run keet")
+    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).env("KEET_MODEL", "smollm2-135m-instruct").output().expect("run keet")
 }
 
 fn json_of(o: &Output) -> Value {

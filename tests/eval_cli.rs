@@ -13,7 +13,7 @@ fn corpus(rel: &str) -> PathBuf {
 }
 
 fn keet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).env("KEET_MODEL", "smollm2-135m-instruct").output().unwrap()
 }
 
 fn schema_errors(r: &Value) -> Vec<String> {
