@@ -33,7 +33,10 @@ fn main() {
             _ => pos.push(a),
         }
     }
-    assert!(pos.len() == 2, "usage: llm_fast_bench MODEL.gguf PROMPT.txt [--threads N] [--tokens N] [--chat] [--engine fast|candle|both] [--runs N]");
+    assert!(
+        pos.len() == 2,
+        "usage: llm_fast_bench MODEL.gguf PROMPT.txt [--threads N] [--tokens N] [--chat] [--engine fast|candle|both] [--runs N]"
+    );
     let model = PathBuf::from(&pos[0]);
     // candle's CPU pools read these once, at their first use.
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
@@ -110,11 +113,7 @@ fn bench(fwd: &mut dyn FnMut(&[u32], usize) -> Vec<f32>, ids: &[u32], n: usize, 
         if let Some(e) = eos {
             logits[e as usize] = f32::NEG_INFINITY;
         }
-        let next = logits
-            .iter()
-            .enumerate()
-            .fold((0usize, f32::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b })
-            .0 as u32;
+        let next = logits.iter().enumerate().fold((0usize, f32::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b }).0 as u32;
         out.push(next);
         logits = fwd(&[next], ids.len() + i);
     }

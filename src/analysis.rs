@@ -53,7 +53,9 @@ pub fn metric_rows(launch: &Launch) -> Vec<MetricRow> {
         .map(|(name, m)| MetricRow {
             name: name.to_string(),
             value: match m.value {
-                crate::profile::MetricValue::Number(v) => serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number),
+                crate::profile::MetricValue::Number(v) => {
+                    serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number)
+                }
                 crate::profile::MetricValue::Text(t) => serde_json::Value::String(t.to_string()),
             },
             unit: m.unit.to_string(),
@@ -120,7 +122,12 @@ pub fn analyse_launch_in(launch: &Launch, time_share_pct: Option<f64>) -> Launch
 pub fn analyse_profile(p: &Profile) -> FileAnalysis {
     let total = profile_time_ns(p);
     let share = |l: &Launch| total.zip(launch_ns(l)).filter(|(t, _)| *t > 0.0).map(|(t, d)| 100.0 * d / t);
-    FileAnalysis { path: p.path.clone(), kind: p.kind, notes: p.notes.clone(), launches: p.launches.iter().map(|l| analyse_launch_in(l, share(l))).collect() }
+    FileAnalysis {
+        path: p.path.clone(),
+        kind: p.kind,
+        notes: p.notes.clone(),
+        launches: p.launches.iter().map(|l| analyse_launch_in(l, share(l))).collect(),
+    }
 }
 
 /// The profile's total launch time (sum of the launches' durations), when any is known.

@@ -287,7 +287,9 @@ fn summarise(p: &std::path::Path, budget: &Budget) -> FileSummary {
 fn summarise_now(p: &std::path::Path) -> FileSummary {
     // A file cut off mid-write keeps its complete launches, and its error is reported too.
     match crate::profile::salvage(crate::profile::read_path(p)) {
-        (Some(prof), err) => FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect(), err.map(|e| e.to_string())),
+        (Some(prof), err) => {
+            FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect(), err.map(|e| e.to_string()))
+        }
         (None, err) => FileSummary::Error(err.map(|e| e.to_string()).unwrap_or_else(|| "unreadable".into())),
     }
 }
@@ -510,8 +512,11 @@ fn attach_sources(table: &BatchTable, reps: &mut Vec<Launch>) -> Result<(), RepE
     let mut seen: HashMap<String, (bool, bool)> = HashMap::new();
     for &fi in &table.source_pages {
         let path = &table.files[fi as usize];
-        let prof = crate::profile::read_path(path)
-            .map_err(|e| RepError::Reread { path: path.clone(), kernel: "(source page)".into(), message: e.to_string() })?;
+        let prof = crate::profile::read_path(path).map_err(|e| RepError::Reread {
+            path: path.clone(),
+            kernel: "(source page)".into(),
+            message: e.to_string(),
+        })?;
         for l in prof.launches {
             if !wanted.contains(&l.name) {
                 continue;
@@ -577,7 +582,11 @@ mod tests {
         let mut h1 = ExactSum::default();
         let mut h2 = ExactSum::default();
         for (i, t) in terms.iter().enumerate() {
-            if i % 2 == 0 { h1.add(*t) } else { h2.add(*t) }
+            if i % 2 == 0 {
+                h1.add(*t)
+            } else {
+                h2.add(*t)
+            }
         }
         h1.merge(&h2);
         assert_eq!(h1.canonical(), a.canonical());

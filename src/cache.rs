@@ -281,10 +281,7 @@ impl std::fmt::Debug for Cache {
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
-    )
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
 }
 
 fn is_not_a_db(e: &rusqlite::Error) -> bool {
@@ -883,7 +880,8 @@ mod tests {
         let c = Cache::open(path).unwrap();
         for i in keys {
             let facts = format!("merge/{i}");
-            c.put(&CacheKey::new(&KeyParts { facts_json: &facts, ..parts() }), &meta(&format!("k{i}")), &format!("{{\"i\":{i}}}"), "{}").unwrap();
+            c.put(&CacheKey::new(&KeyParts { facts_json: &facts, ..parts() }), &meta(&format!("k{i}")), &format!("{{\"i\":{i}}}"), "{}")
+                .unwrap();
         }
         c
     }

@@ -33,8 +33,12 @@ pub const APPLICATION_PLACEHOLDER: &str = "<application> [arguments]";
 /// demangled name), writing `output` (a report name without `.ncu-rep`). `application` is the
 /// program and its arguments as the user runs it ([`APPLICATION_PLACEHOLDER`] when `None`).
 pub fn plan(launch: &LaunchAnalysis, application: Option<&str>, output: &str) -> CollectPlan {
-    let missing: Vec<MissingSection> =
-        launch.diagnosis.missing.iter().map(|m| MissingSection { what: m.what.to_string(), ncu_option: m.ncu_option.to_string() }).collect();
+    let missing: Vec<MissingSection> = launch
+        .diagnosis
+        .missing
+        .iter()
+        .map(|m| MissingSection { what: m.what.to_string(), ncu_option: m.ncu_option.to_string() })
+        .collect();
     let mut options: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     for m in &missing {

@@ -305,7 +305,12 @@ impl CompareReport {
                     None if k.total_time.after > 0.0 => f64::INFINITY,
                     None => return None,
                 };
-                (p > pct).then(|| Regression { name: k.name.clone(), before_ns: k.total_time.before, after_ns: k.total_time.after, delta_pct: p })
+                (p > pct).then(|| Regression {
+                    name: k.name.clone(),
+                    before_ns: k.total_time.before,
+                    after_ns: k.total_time.after,
+                    delta_pct: p,
+                })
             })
             .collect();
     }
@@ -423,7 +428,12 @@ fn metric_deltas(b: &LaunchAnalysis, bl: &Launch, a: &LaunchAnalysis, al: &Launc
         }
     }
     for r in reasons {
-        push(format!("stall_{r}"), stall_fact(&b.facts, bl, &r), stall_fact(&a.facts, al, &r), Some(format!("Stall: {r} (cycles per issued instruction)")));
+        push(
+            format!("stall_{r}"),
+            stall_fact(&b.facts, bl, &r),
+            stall_fact(&a.facts, al, &r),
+            Some(format!("Stall: {r} (cycles per issued instruction)")),
+        );
     }
     (out, one_sided)
 }
@@ -513,7 +523,8 @@ pub fn match_groups(before: &[GroupKey], after: &[GroupKey]) -> Matching {
 }
 
 fn read_side(input: &Path, jobs: usize) -> Result<SideRead, CompareError> {
-    let files = crate::profile::expand_inputs(&[input.to_path_buf()]).map_err(|e| CompareError::Io(format!("listing {}: {e}", input.display())))?;
+    let files =
+        crate::profile::expand_inputs(&[input.to_path_buf()]).map_err(|e| CompareError::Io(format!("listing {}: {e}", input.display())))?;
     let mut errors = Vec::new();
     if files.is_empty() {
         errors.push(FileError { path: input.to_path_buf(), message: format!("{}: no .ncu-rep or .csv files found", input.display()) });
@@ -574,14 +585,19 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
             asked += 1;
             if model.is_none() {
                 let engine = Engine::load(&opts.engine)?;
-                let used = ModelUsed { name: engine.info.name.clone(), path: engine.info.path.display().to_string(), device: engine.info.device.clone() };
+                let used = ModelUsed {
+                    name: engine.info.name.clone(),
+                    path: engine.info.path.display().to_string(),
+                    device: engine.info.device.clone(),
+                };
                 model = Some((engine, used));
             }
             let engine = &mut model.as_mut().expect("loaded above").0;
             let schema = explanation_schema(&cites);
             let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
             gen.max_tokens = token_budget(&schema);
-            let messages: Vec<ChatMessage> = vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
+            let messages: Vec<ChatMessage> =
+                vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
             // One constrained attempt, then at most one re-ask with the validator's reasons.
             let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
             let direction = k.direction;
@@ -688,7 +704,9 @@ pub fn citables(k: &KernelDelta, before: &Context, after: &Context) -> Vec<Citab
         }
     }
     let mut changed: Vec<&MetricDelta> = k.metrics.iter().filter(|m| m.changed).collect();
-    changed.sort_by(|a, b| b.delta.delta_pct.map(f64::abs).unwrap_or(f64::MAX).total_cmp(&a.delta.delta_pct.map(f64::abs).unwrap_or(f64::MAX)));
+    changed.sort_by(|a, b| {
+        b.delta.delta_pct.map(f64::abs).unwrap_or(f64::MAX).total_cmp(&a.delta.delta_pct.map(f64::abs).unwrap_or(f64::MAX))
+    });
     for m in changed {
         if out.len() + 2 > MAX_CITABLE {
             break;
@@ -745,7 +763,13 @@ pub fn explanation_schema(cites: &[Citable]) -> Value {
 
 /// Tokens that always suffice for the largest output the schema admits (every character a token).
 pub fn token_budget(schema: &Value) -> usize {
-    let longest = schema["properties"]["evidence"]["items"]["anyOf"].as_array().into_iter().flatten().map(|c| c.to_string().len()).max().unwrap_or(64);
+    let longest = schema["properties"]["evidence"]["items"]["anyOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c.to_string().len())
+        .max()
+        .unwrap_or(64);
     32 + SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS + MAX_CITATIONS * longest
 }
 
@@ -829,7 +853,8 @@ pub fn validate_explanation(e: &Explanation, before: &Context, after: &Context, 
         for (s, _) in validate::numbers_in_text(t) {
             reasons.push(format!("the {field} writes the number {s}; numbers belong in the evidence"));
         }
-        let words: Vec<String> = t.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase()).filter(|w| !w.is_empty()).collect();
+        let words: Vec<String> =
+            t.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase()).filter(|w| !w.is_empty()).collect();
         let says_faster = words.iter().find(|w| FASTER_WORDS.contains(&w.as_str()));
         let says_slower = words.iter().find(|w| SLOWER_WORDS.contains(&w.as_str()));
         let measured = match direction {
@@ -865,10 +890,21 @@ mod tests {
 
     fn launch(ns: f64, dram: f64) -> Launch {
         let mut l = Launch { name: "k".into(), block_size: Some([256, 1, 1]), grid_size: Some([64, 1, 1]), ..Default::default() };
-        for (n, v, u, ru) in [("gpu__time_duration.sum", ns, Unit::Nanoseconds, "nsecond"), ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", dram, Unit::Percent, "%")] {
+        for (n, v, u, ru) in [
+            ("gpu__time_duration.sum", ns, Unit::Nanoseconds, "nsecond"),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", dram, Unit::Percent, "%"),
+        ] {
             l.metrics.insert(
                 n,
-                Metric { value: MetricValue::Number(v), unit: &u, raw_value: &v.to_string(), raw_unit: ru, label: None, section: None, origin: Default::default() },
+                Metric {
+                    value: MetricValue::Number(v),
+                    unit: &u,
+                    raw_value: &v.to_string(),
+                    raw_unit: ru,
+                    label: None,
+                    section: None,
+                    origin: Default::default(),
+                },
             );
         }
         l

@@ -103,7 +103,10 @@ pub fn glossary_terms() -> Vec<String> {
                 out.push(t);
             }
         };
-        if line.len() >= 2 && line.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) && line.chars().any(|c| c.is_ascii_alphabetic()) {
+        if line.len() >= 2
+            && line.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            && line.chars().any(|c| c.is_ascii_alphabetic())
+        {
             add(format!("{line}s"));
         }
         add(line.to_string());
@@ -155,10 +158,7 @@ pub fn numbers_in(text: &str) -> Vec<String> {
             end = i + 1;
         } else if matches!(chars.get(i), Some(' ')) {
             let rest: String = chars[i + 1..chars.len().min(i + 12)].iter().collect();
-            let unit = SPACED_UNITS
-                .iter()
-                .filter(|u| rest.starts_with(**u) && boundary(i + 1 + u.chars().count()))
-                .max_by_key(|u| u.len());
+            let unit = SPACED_UNITS.iter().filter(|u| rest.starts_with(**u) && boundary(i + 1 + u.chars().count())).max_by_key(|u| u.len());
             if let Some(u) = unit {
                 end = i + 1 + u.chars().count();
             }
@@ -201,7 +201,10 @@ mod tests {
 
     #[test]
     fn allowed_list_holds_the_rendered_values() {
-        let g = Grounding::new("Time: 19.81 µs per launch, 45.2% of the profiled time\nLaunch: 96 blocks of 128 threads on 132 SMs", "void fused_moe_kernel<float, 128>(float*)");
+        let g = Grounding::new(
+            "Time: 19.81 µs per launch, 45.2% of the profiled time\nLaunch: 96 blocks of 128 threads on 132 SMs",
+            "void fused_moe_kernel<float, 128>(float*)",
+        );
         for n in ["19.81 µs", "45.2%", "96", "128", "132"] {
             assert!(g.numbers.contains(&n.to_string()), "{n} missing from {:?}", g.numbers);
         }

@@ -305,7 +305,10 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
             if g.rep.id != k.analysis.id {
                 return Err(MergeError::Inconsistent {
                     path: p.path.clone(),
-                    detail: format!("kernel {:?}: explained launch {} is not the group's representative {}", k.kernel.name, k.analysis.id, g.rep.id),
+                    detail: format!(
+                        "kernel {:?}: explained launch {} is not the group's representative {}",
+                        k.kernel.name, k.analysis.id, g.rep.id
+                    ),
                 });
             }
             let Some(key) = g.analysis_key.clone() else {

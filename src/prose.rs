@@ -139,12 +139,7 @@ impl Gate {
         }
         Ok(Gate {
             words: words.lines().map(str::trim).filter(|l| !l.is_empty()).collect(),
-            glossary: glossary
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_lowercase)
-                .collect(),
+            glossary: glossary.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_lowercase).collect(),
             generic: cfg.generic.into_iter().collect(),
             number_words: cfg.number_words.into_iter().collect(),
             no_final_words: cfg.no_final_words.into_iter().collect(),
@@ -193,7 +188,15 @@ impl Gate {
         let base = ["n't", "'s", "s'", "'re", "'ll", "'ve", "'d"]
             .iter()
             .find_map(|s| lower.strip_suffix(s))
-            .map(|b| if lower.ends_with("n't") && b == "ca" { "can" } else if lower.ends_with("n't") && b == "wo" { "will" } else { b })
+            .map(|b| {
+                if lower.ends_with("n't") && b == "ca" {
+                    "can"
+                } else if lower.ends_with("n't") && b == "wo" {
+                    "will"
+                } else {
+                    b
+                }
+            })
             .unwrap_or(&lower);
         if base.contains('\'') {
             return false;
@@ -250,8 +253,11 @@ impl Gate {
             reasons.push("it is not a sentence (fewer than three words)".into());
         }
         // "FP8/INT8/INT4", "loads/stores": each part on its own.
-        let unknown: Vec<&str> =
-            tokens.iter().copied().filter(|t| !(self.token_ok(ctx, t) || (t.contains('/') && t.split('/').all(|p| !p.is_empty() && self.token_ok(ctx, p))))).collect();
+        let unknown: Vec<&str> = tokens
+            .iter()
+            .copied()
+            .filter(|t| !(self.token_ok(ctx, t) || (t.contains('/') && t.split('/').all(|p| !p.is_empty() && self.token_ok(ctx, p)))))
+            .collect();
         if !unknown.is_empty() {
             reasons.push(format!("it uses words that are not English or GPU terms: {}", unknown.join(", ")));
         }
@@ -260,7 +266,11 @@ impl Gate {
         if !spelled.is_empty() {
             reasons.push(format!("it writes numbers in words ({}); numbers belong in the evidence", spelled.join(", ")));
         }
-        if plain.last().is_some_and(|w| self.no_final_words.contains(w)) || text.contains(",.") || text.contains(";.") || text.contains(", .") {
+        if plain.last().is_some_and(|w| self.no_final_words.contains(w))
+            || text.contains(",.")
+            || text.contains(";.")
+            || text.contains(", .")
+        {
             reasons.push("it ends mid-sentence".into());
         }
         // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int").
@@ -298,7 +308,11 @@ impl Gate {
         if let Some(b) = ctx.facts.bound.as_ref().map(|b| b.kind) {
             for (phrase, regimes) in &self.contradictions {
                 if regimes.contains(&b) && contains_phrase(&words_of(&text.replace('-', " ")), phrase) {
-                    reasons.push(format!("it says \"{}\", but the facts say the kernel is {}", phrase.join(" "), crate::validate::bound_name(Some(b))));
+                    reasons.push(format!(
+                        "it says \"{}\", but the facts say the kernel is {}",
+                        phrase.join(" "),
+                        crate::validate::bound_name(Some(b))
+                    ));
                 }
             }
         }
@@ -361,7 +375,27 @@ impl Gate {
 fn is_unit(u: &str) -> bool {
     matches!(
         u,
-        "%" | "x" | "b" | "kb" | "mb" | "gb" | "tb" | "kib" | "mib" | "gib" | "ns" | "us" | "µs" | "ms" | "s" | "k" | "m" | "g" | "th" | "st" | "nd" | "rd"
+        "%" | "x"
+            | "b"
+            | "kb"
+            | "mb"
+            | "gb"
+            | "tb"
+            | "kib"
+            | "mib"
+            | "gib"
+            | "ns"
+            | "us"
+            | "µs"
+            | "ms"
+            | "s"
+            | "k"
+            | "m"
+            | "g"
+            | "th"
+            | "st"
+            | "nd"
+            | "rd"
     ) || u.ends_with("/s")
 }
 
@@ -371,7 +405,10 @@ fn contains_phrase(words: &[String], phrase: &[String]) -> bool {
 
 /// Content words of a sentence (three letters or more), for repetition.
 fn content_set(s: &str) -> HashSet<String> {
-    plain_words(s).into_iter().filter(|w| w.len() >= 3 && !matches!(w.as_str(), "the" | "and" | "for" | "are" | "was" | "its" | "this" | "that")).collect()
+    plain_words(s)
+        .into_iter()
+        .filter(|w| w.len() >= 3 && !matches!(w.as_str(), "the" | "and" | "for" | "are" | "was" | "its" | "this" | "that"))
+        .collect()
 }
 
 fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
@@ -457,7 +494,8 @@ mod tests {
 
     #[test]
     fn off_topic_and_self_reference_are_caught() {
-        let r = reasons(Category::MemoryCoalescing, "Moviegoers are more likely to use the internet than people who don't have a smartphone.");
+        let r =
+            reasons(Category::MemoryCoalescing, "Moviegoers are more likely to use the internet than people who don't have a smartphone.");
         assert!(r.iter().any(|r| r.contains("not English")), "{r:?}");
         assert!(r.iter().any(|r| r.contains("not about memory-coalescing")), "{r:?}");
         let r = reasons(Category::GridTooSmall, "This affects our team.");
@@ -489,9 +527,19 @@ mod tests {
     #[test]
     fn repeats_and_contradictions_are_caught() {
         with_ctx(|ctx| {
-            let r = gate().check_sentence(ctx, Category::MemoryBound, "DRAM bandwidth is saturated by the loads.", &["The loads saturate DRAM bandwidth."]);
+            let r = gate().check_sentence(
+                ctx,
+                Category::MemoryBound,
+                "DRAM bandwidth is saturated by the loads.",
+                &["The loads saturate DRAM bandwidth."],
+            );
             assert!(r.is_empty(), "a paraphrase is not a repeat: {r:?}");
-            let r = gate().check_sentence(ctx, Category::MemoryBound, "DRAM bandwidth is saturated by loads.", &["DRAM bandwidth is saturated by the loads."]);
+            let r = gate().check_sentence(
+                ctx,
+                Category::MemoryBound,
+                "DRAM bandwidth is saturated by loads.",
+                &["DRAM bandwidth is saturated by the loads."],
+            );
             assert!(r.iter().any(|r| r.contains("repeats")), "{r:?}");
             let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is not memory bound, its DRAM traffic is fine.", &[]);
             assert!(r.iter().any(|r| r.contains("not memory bound")), "{r:?}");

@@ -62,7 +62,11 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("pad", |s: String, n: usize| format!("{s:<n$}"));
     env.add_filter("trunc", |s: String, n: usize| {
         let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if s.chars().count() > n { format!("{}...", s.chars().take(n).collect::<String>()) } else { s }
+        if s.chars().count() > n {
+            format!("{}...", s.chars().take(n).collect::<String>())
+        } else {
+            s
+        }
     });
     env.add_filter("oneline", |s: String| s.split_whitespace().collect::<Vec<_>>().join(" "));
     env.add_filter("rpad", |s: String, n: usize| format!("{s:>n$}"));

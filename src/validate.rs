@@ -69,14 +69,21 @@ pub fn comparison_errors(ctx: &Context, text: &str) -> Vec<String> {
     for c in comparisons() {
         for phrase in &c.phrases {
             let p: Vec<&str> = phrase.split_whitespace().collect();
-            let claimed = (0..words.len().saturating_sub(p.len() - 1))
-                .any(|i| words[i..i + p.len()].iter().zip(&p).all(|(a, b)| a == b) && !(i > 0 && NEGATIONS.contains(&words[i - 1].as_str())));
+            let claimed = (0..words.len().saturating_sub(p.len() - 1)).any(|i| {
+                words[i..i + p.len()].iter().zip(&p).all(|(a, b)| a == b) && !(i > 0 && NEGATIONS.contains(&words[i - 1].as_str()))
+            });
             if !claimed {
                 continue;
             }
             let results: Vec<Option<bool>> = c.when.iter().map(|cond| holds(ctx, cond)).collect();
             let known: Vec<bool> = results.iter().flatten().copied().collect();
-            let ok = if known.is_empty() { false } else if c.all { known.iter().all(|x| *x) } else { known.iter().any(|x| *x) };
+            let ok = if known.is_empty() {
+                false
+            } else if c.all {
+                known.iter().all(|x| *x)
+            } else {
+                known.iter().any(|x| *x)
+            };
             if !ok {
                 let facts: Vec<String> = c
                     .when
@@ -218,7 +225,14 @@ pub fn check_citation(ctx: &Context, c: &Citation) -> Option<String> {
     }
     if let Some(f) = ctx.facts.get(&c.metric) {
         if !value_matches(c.value, f.value) {
-            return Some(format!("fact {} is {} {}, not {} {}", c.metric, rules::fmt_num(f.value), f.unit, rules::fmt_num(c.value), c.unit));
+            return Some(format!(
+                "fact {} is {} {}, not {} {}",
+                c.metric,
+                rules::fmt_num(f.value),
+                f.unit,
+                rules::fmt_num(c.value),
+                c.unit
+            ));
         }
         return None;
     }
@@ -380,7 +394,9 @@ pub fn category_words(c: Category) -> &'static [&'static str] {
         Category::OccupancyRegisters => &["register", "occupancy"],
         Category::OccupancySharedMemory => &["shared", "occupancy"],
         Category::OccupancyOther => &["occupancy", "warp", "block", "imbalance"],
-        Category::MemoryCoalescing => &["coalesc", "sector", "access", "stride", "contiguous", "consecutive", "load", "store", "transaction", "memory"],
+        Category::MemoryCoalescing => {
+            &["coalesc", "sector", "access", "stride", "contiguous", "consecutive", "load", "store", "transaction", "memory"]
+        }
         Category::SharedBankConflicts => &["bank", "conflict", "shared"],
         Category::Divergence => &["diverg", "branch", "warp", "lane", "thread"],
         Category::RegisterSpilling => &["spill", "register", "local"],
@@ -395,11 +411,7 @@ fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
     let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let want = category_words(f.category);
     if !words.iter().any(|w| want.iter().any(|k| w.starts_with(k))) {
-        reasons.push(format!(
-            "the claim does not say anything about {} (expected a word like: {})",
-            f.category.as_str(),
-            want.join(", ")
-        ));
+        reasons.push(format!("the claim does not say anything about {} (expected a word like: {})", f.category.as_str(), want.join(", ")));
     }
     if f.claim.split_whitespace().count() < 3 {
         reasons.push("the claim is not a sentence (fewer than three words)".to_string());
@@ -413,7 +425,9 @@ fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
 /// rendered values (`grounding`), as written.
 pub fn validate_grounded(ctx: &Context, f: &Finding, grounding: &crate::grounding::Grounding) -> Result<(), Vec<String>> {
     let mut reasons = validate_with(ctx, f, false).err().unwrap_or_default();
-    for (field, text) in [("claim", &f.claim), ("explanation", &f.explanation)].into_iter().chain(f.suggestions.iter().map(|s| ("suggestion", s))) {
+    for (field, text) in
+        [("claim", &f.claim), ("explanation", &f.explanation)].into_iter().chain(f.suggestions.iter().map(|s| ("suggestion", s)))
+    {
         for n in grounding.ungrounded(text) {
             reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
         }
@@ -499,7 +513,15 @@ pub(crate) mod tests {
         ] {
             l.metrics.insert(
                 n.into(),
-                Metric { value: MetricValue::Number(v), unit: &u, raw_value: raw, raw_unit: ru, label: None, section: None, origin: Default::default() },
+                Metric {
+                    value: MetricValue::Number(v),
+                    unit: &u,
+                    raw_value: raw,
+                    raw_unit: ru,
+                    label: None,
+                    section: None,
+                    origin: Default::default(),
+                },
             );
         }
         l
@@ -538,7 +560,8 @@ pub(crate) mod tests {
     #[test]
     fn fabricated_metric_is_caught() {
         with_ctx(|ctx| {
-            let f = finding(Category::MemoryCoalescing, vec![("compute_bound_metric_findings_findings_1", 1.2, "")], "Loads are uncoalesced.");
+            let f =
+                finding(Category::MemoryCoalescing, vec![("compute_bound_metric_findings_findings_1", 1.2, "")], "Loads are uncoalesced.");
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|r| r.contains("does not exist")), "{r:?}");
         });
@@ -547,13 +570,28 @@ pub(crate) mod tests {
     #[test]
     fn wrong_value_is_caught_and_rounding_accepted() {
         with_ctx(|ctx| {
-            let f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 55.0, "%")], "DRAM is busy.");
+            let f = finding(
+                Category::MemoryBound,
+                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 55.0, "%")],
+                "DRAM is busy.",
+            );
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|r| r.contains("88.1") && r.contains("not 55")), "{r:?}");
-            let f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1004, "%")], "DRAM is busy.");
+            let f = finding(
+                Category::MemoryBound,
+                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1004, "%")],
+                "DRAM is busy.",
+            );
             assert_eq!(validate(ctx, &f), Ok(()));
             // The value as written, in the unit as written.
-            let f = finding(Category::MemoryBound, vec![("gpu__time_duration.sum", 10776576.0, "nsecond"), ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "DRAM is busy.");
+            let f = finding(
+                Category::MemoryBound,
+                vec![
+                    ("gpu__time_duration.sum", 10776576.0, "nsecond"),
+                    ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%"),
+                ],
+                "DRAM is busy.",
+            );
             assert_eq!(validate(ctx, &f), Ok(()));
         });
     }
@@ -561,10 +599,18 @@ pub(crate) mod tests {
     #[test]
     fn wrong_category_is_caught() {
         with_ctx(|ctx| {
-            let f = finding(Category::ComputeBound, vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")], "The kernel is compute bound.");
+            let f = finding(
+                Category::ComputeBound,
+                vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")],
+                "The kernel is compute bound.",
+            );
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|r| r.contains("compute-bound contradicts")), "{r:?}");
-            let f = finding(Category::OccupancyRegisters, vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")], "Registers limit occupancy.");
+            let f = finding(
+                Category::OccupancyRegisters,
+                vec![("sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5, "%")],
+                "Registers limit occupancy.",
+            );
             assert!(validate(ctx, &f).is_err());
         });
     }
@@ -668,7 +714,11 @@ pub(crate) mod tests {
             let guess = comparison_errors(ctx, "The kernel has high occupancy.");
             assert!(guess.len() == 1 && guess[0].contains("not supported"), "{guess:?}");
             // validate() carries the comparison reasons.
-            let mut f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "Memory traffic sets the time of this kernel.");
+            let mut f = finding(
+                Category::MemoryBound,
+                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
+                "Memory traffic sets the time of this kernel.",
+            );
             f.explanation = "DRAM is idle while the loads wait.".into();
             let r = validate(ctx, &f).unwrap_err();
             assert!(r.iter().any(|x| x.contains("dram is idle")), "{r:?}");
@@ -679,7 +729,11 @@ pub(crate) mod tests {
     fn grounded_validation_refuses_numbers_not_rendered() {
         with_ctx(|ctx| {
             let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
-            let mut f = finding(Category::MemoryBound, vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")], "DRAM is at 88.1% of peak, so memory traffic sets the time.");
+            let mut f = finding(
+                Category::MemoryBound,
+                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
+                "DRAM is at 88.1% of peak, so memory traffic sets the time.",
+            );
             f.explanation = "A fix that keeps the DRAM traffic saves at most 11.9% of the time.".into();
             assert_eq!(validate_grounded(ctx, &f, &g), Ok(()));
             f.explanation = "A fix that keeps the DRAM traffic saves at most 12% of the time.".into();

@@ -37,7 +37,8 @@ fn unsharded_and_merged(input: &Path, out: &Path, n: usize, extra: &[&str], form
     for k in 0..n {
         let part = s(&out.join(format!("part-{k}.json")));
         let shard = format!("{k}/{n}");
-        let mut args = vec!["explain", input.to_str().unwrap(), "--no-llm", "--no-cache", "--format", "json", "--shard", &shard, "-o", &part];
+        let mut args =
+            vec!["explain", input.to_str().unwrap(), "--no-llm", "--no-cache", "--format", "json", "--shard", &shard, "-o", &part];
         args.extend_from_slice(extra);
         let o = keet(&args);
         assert!(matches!(code(&o), 0 | 2), "shard {k}: {}", stderr(&o));
@@ -72,7 +73,8 @@ fn four_shards_merge_to_the_unsharded_report() {
     let schema: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     for k in 0..4 {
-        let part: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join(format!("part-{k}.json"))).unwrap()).unwrap();
+        let part: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(format!("part-{k}.json"))).unwrap()).unwrap();
         let errs: Vec<String> = v.iter_errors(&part).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
         assert!(errs.is_empty(), "part {k}: {errs:?}");
     }
@@ -95,10 +97,15 @@ fn kernels_spanning_shards_are_deduplicated_and_ranked_over_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = dir.path().join("in");
     std::fs::create_dir(&inputs).unwrap();
-    let srcs = ["rtx4090-lashi/transpose.ncu-rep", "rtx4090-lashi/simpleAOS.ncu-rep", "rtx4090-lashi/reduceInteger.csv", "cc86-esmm/metrics.csv"];
+    let srcs =
+        ["rtx4090-lashi/transpose.ncu-rep", "rtx4090-lashi/simpleAOS.ncu-rep", "rtx4090-lashi/reduceInteger.csv", "cc86-esmm/metrics.csv"];
     let pattern = [0, 1, 2, 0, 3, 2, 1, 0, 3, 2, 0];
     for (i, &s) in pattern.iter().enumerate() {
-        std::os::unix::fs::symlink(corpus().join(srcs[s]), inputs.join(format!("{i:02}-{}", Path::new(srcs[s]).file_name().unwrap().to_string_lossy()))).unwrap();
+        std::os::unix::fs::symlink(
+            corpus().join(srcs[s]),
+            inputs.join(format!("{i:02}-{}", Path::new(srcs[s]).file_name().unwrap().to_string_lossy())),
+        )
+        .unwrap();
     }
     for (n, extra) in [(4, vec!["--top", "2"]), (3, vec!["--top", "1"]), (4, vec!["--coverage", "50"]), (5, vec![])] {
         let out = dir.path().join(format!("out-{n}-{}", extra.join("")));
@@ -124,7 +131,8 @@ fn a_source_page_in_another_shard_is_attached_by_the_merge() {
     let (full, merged) = unsharded_and_merged(&inputs, dir.path(), 2, &[], "json");
     // The analysis key covers the kernel's hot source lines: the shard's differs from the batch's,
     // so the merge did not take the shard's findings but explained the kernel again.
-    let key = |v: &serde_json::Value| v["batch"]["groups"].as_array().unwrap().iter().find_map(|g| g["analysis_key"].as_str().map(String::from));
+    let key =
+        |v: &serde_json::Value| v["batch"]["groups"].as_array().unwrap().iter().find_map(|g| g["analysis_key"].as_str().map(String::from));
     let v: serde_json::Value = serde_json::from_str(&full).unwrap();
     let part: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("part-0.json")).unwrap()).unwrap();
     assert_eq!(part["batch"]["files"].as_array().unwrap().len(), 1, "{}", part["batch"]["files"]);
@@ -142,7 +150,19 @@ fn two_parts(dir: &Path, extra: &[&str]) -> Vec<String> {
         .map(|k| {
             let part = dir.join(format!("p{k}{}.json", extra.join(""))).display().to_string();
             let shard = format!("{k}/2");
-            let mut args = vec!["explain", inputs[0].to_str().unwrap(), inputs[1].to_str().unwrap(), "--no-llm", "--no-cache", "--format", "json", "--shard", &shard, "-o", &part];
+            let mut args = vec![
+                "explain",
+                inputs[0].to_str().unwrap(),
+                inputs[1].to_str().unwrap(),
+                "--no-llm",
+                "--no-cache",
+                "--format",
+                "json",
+                "--shard",
+                &shard,
+                "-o",
+                &part,
+            ];
             args.extend_from_slice(extra);
             assert_eq!(code(&keet(&args)), 0);
             part
@@ -192,9 +212,8 @@ fn parts_that_do_not_belong_together_are_refused() {
     };
     let old = edit(&p[1], "old.json", &|v| v["keet_version"] = "0.0.1".into());
     refused(&[&p[0], &old], &out, &["keet version 0.0.1", &old]);
-    let model = edit(&p[1], "model.json", &|v| {
-        v["model"] = serde_json::json!({"name": "m", "path": "/m.gguf", "sha256": "ab", "device": "cpu"})
-    });
+    let model =
+        edit(&p[1], "model.json", &|v| v["model"] = serde_json::json!({"name": "m", "path": "/m.gguf", "sha256": "ab", "device": "cpu"}));
     refused(&[&p[0], &model], &out, &["model", "SHA-256 ab"]);
     // Not a report; another schema; no batch section (an older keet).
     let junk = d.join("junk.json");

@@ -93,7 +93,8 @@ fn role_concurrent_writer() {
         cache.put(&key(&label), &meta, "{\"findings\":[]}", &report(w, &label, 2000 + i * 37)).expect("put");
         if i % (PER_WRITER / SHARED) == 0 {
             let label = format!("shared{}", i / (PER_WRITER / SHARED));
-            let meta = EntryMeta { file: format!("writer{w}.ncu-rep"), kernel: label.clone(), model: "model".into(), verdict: "shared".into() };
+            let meta =
+                EntryMeta { file: format!("writer{w}.ncu-rep"), kernel: label.clone(), model: "model".into(), verdict: "shared".into() };
             cache.put(&key(&label), &meta, "{\"findings\":[]}", &report(w, &label, 5000)).expect("put shared");
         }
         // Readers in the same process see their own writes at once.
@@ -300,7 +301,12 @@ fn four_keet_explain_processes_share_one_cache_file() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("analyses.sqlite3");
     let common = corpus("rtx4090-lashi/reduceInteger.csv");
-    let own = ["rtx4090-lashi/smemSquare.ncu-rep", "h200-moe/decode_c1.ncu-rep", "rtx4090-lashi/simpleDivergence.ncu-rep", "rtx4090-lashi/transpose.ncu-rep"];
+    let own = [
+        "rtx4090-lashi/smemSquare.ncu-rep",
+        "h200-moe/decode_c1.ncu-rep",
+        "rtx4090-lashi/simpleDivergence.ncu-rep",
+        "rtx4090-lashi/transpose.ncu-rep",
+    ];
     // Output goes to files (a full pipe would stall a child while its exit is polled for).
     let out_path = |i: usize, what: &str| dir.path().join(format!("p{i}.{what}"));
     let run = |i: usize, refresh: bool| {
@@ -318,7 +324,11 @@ fn four_keet_explain_processes_share_one_cache_file() {
     };
     let output = |i: usize, mut c: Child| {
         let status = c.wait().unwrap();
-        std::process::Output { status, stdout: std::fs::read(out_path(i, "stdout")).unwrap(), stderr: std::fs::read(out_path(i, "stderr")).unwrap() }
+        std::process::Output {
+            status,
+            stdout: std::fs::read(out_path(i, "stdout")).unwrap(),
+            stderr: std::fs::read(out_path(i, "stderr")).unwrap(),
+        }
     };
     let t0 = Instant::now();
     let mut overlapped_rounds = 0;

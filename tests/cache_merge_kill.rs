@@ -12,7 +12,13 @@ const PER_SOURCE: usize = 4000;
 
 fn key(src: usize, i: usize) -> CacheKey {
     let facts = format!("{src}/{i}");
-    CacheKey::new(&KeyParts { facts_json: &facts, model_sha256: "none", prompt_templates_sha256: "t", decoding_json: "{}", keet_version: "0" })
+    CacheKey::new(&KeyParts {
+        facts_json: &facts,
+        model_sha256: "none",
+        prompt_templates_sha256: "t",
+        decoding_json: "{}",
+        keet_version: "0",
+    })
 }
 
 fn fill(path: &Path, src: usize, n: usize) {

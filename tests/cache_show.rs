@@ -15,7 +15,12 @@ fn corpus(rel: &str) -> PathBuf {
 }
 
 fn keet(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keet")).args(args).env("KEET_CACHE", cache).env("KEET_MODEL", "smollm2-135m-instruct").output().expect("keet runs")
+    Command::new(env!("CARGO_BIN_EXE_keet"))
+        .args(args)
+        .env("KEET_CACHE", cache)
+        .env("KEET_MODEL", "smollm2-135m-instruct")
+        .output()
+        .expect("keet runs")
 }
 
 fn stdout(o: &Output) -> String {

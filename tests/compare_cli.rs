@@ -75,7 +75,14 @@ fn same_launch_in_two_exports_has_zero_deltas() {
 
 #[test]
 fn report_and_details_csv_match_despite_different_name_spellings() {
-    let o = keet(&["compare", p(&corpus("h200-moe/decode_c1.ncu-rep")), p(&corpus("h200-moe/decode_c1_details.csv")), "--no-llm", "-f", "json"]);
+    let o = keet(&[
+        "compare",
+        p(&corpus("h200-moe/decode_c1.ncu-rep")),
+        p(&corpus("h200-moe/decode_c1_details.csv")),
+        "--no-llm",
+        "-f",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let d = json_of(&o);
     let m = d["matched"].as_array().unwrap();

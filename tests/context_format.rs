@@ -57,7 +57,11 @@ fn explain_context_stays_within_its_budget_and_cuts_the_least_important_kernels(
     let o = keet(&["explain", "--no-llm", "--no-cache", "-f", "context", "--max-tokens", "5", f]);
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-tokens 5 is below the smallest report"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--max-tokens 5 is below the smallest report"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // A budget for another format is a usage error.
     let o = keet(&["explain", "--no-llm", "--no-cache", "-f", "md", "--max-tokens", "500", f]);
     assert_eq!(o.status.code(), Some(2));

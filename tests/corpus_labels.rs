@@ -71,7 +71,9 @@ fn real(l: &LaunchAnalysis) -> Vec<&keet::rules::Finding> {
 /// The script's table: which unit groups each category's fix relieves; absent categories are not bounded.
 fn relieves(cat: &str) -> Option<&'static [&'static str]> {
     match cat {
-        "occupancy-registers" | "occupancy-shared-memory" | "occupancy-other" | "grid-too-small" | "tail-effect" | "block-size" => Some(&[]),
+        "occupancy-registers" | "occupancy-shared-memory" | "occupancy-other" | "grid-too-small" | "tail-effect" | "block-size" => {
+            Some(&[])
+        }
         // Shared memory is inside the SM; its wavefronts load the L1/shared pipe.
         "shared-bank-conflicts" => Some(&["sm", "l1"]),
         "divergence" | "fp64" | "tensor-core-unused" => Some(&["sm"]),
@@ -134,7 +136,8 @@ fn check(root: &Path, min_checks: usize, min_bounded: usize) {
         let good = gls.iter().find(|l| l.name.contains(&t.good)).expect("good twin launch");
         let (tb, tg) = (bad.duration_ns.expect("duration"), good.duration_ns.expect("duration"));
         let saved = 100.0 * (tb - tg) / tb;
-        let pred = bad.findings.iter().filter(|f| f.category.as_str() == t.category).filter_map(|f| f.estimated_speedup_pct).fold(0.0, f64::max);
+        let pred =
+            bad.findings.iter().filter(|f| f.category.as_str() == t.category).filter_map(|f| f.estimated_speedup_pct).fold(0.0, f64::max);
         checks += 1;
         if !(saved - 10.0 <= pred && pred <= (2.0 * saved).max(saved + 15.0)) {
             fails.push(format!("twin {} -> {}: {} estimated {pred:.1}%, the fixed twin saved {saved:.1}%", t.bad, t.good, t.category));
@@ -146,7 +149,11 @@ fn check(root: &Path, min_checks: usize, min_bounded: usize) {
     for dir in std::fs::read_dir(root).expect("corpus dir").flatten().filter(|d| d.path().is_dir()) {
         for f in std::fs::read_dir(dir.path()).expect("corpus subdir").flatten() {
             let name = f.file_name().to_string_lossy().into_owned();
-            if (name.ends_with(".ncu-rep") || name.ends_with(".csv")) && !name.starts_with("source_") && !name.contains("ui_raw") && !name.contains("prof_lines") {
+            if (name.ends_with(".ncu-rep") || name.ends_with(".csv"))
+                && !name.starts_with("source_")
+                && !name.contains("ui_raw")
+                && !name.contains("prof_lines")
+            {
                 files.push(format!("{}/{name}", dir.file_name().to_string_lossy()));
             }
         }
@@ -159,8 +166,11 @@ fn check(root: &Path, min_checks: usize, min_bounded: usize) {
             let val = |k: &str| facts.get(k).and_then(|f| f.get("value")).and_then(|v| v.as_f64());
             let mut units: BTreeMap<&str, f64> = BTreeMap::new();
             // ncu's Memory Throughput is the busiest of L1, L2 and DRAM: with L1 known, memory is L2/DRAM alone.
-            let mem_keys: &[&str] =
-                if val("l1_throughput_pct").is_some() { &["dram_throughput_pct", "l2_throughput_pct"] } else { &["memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct"] };
+            let mem_keys: &[&str] = if val("l1_throughput_pct").is_some() {
+                &["dram_throughput_pct", "l2_throughput_pct"]
+            } else {
+                &["memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct"]
+            };
             for (group, keys) in [("sm", &["sm_throughput_pct"][..]), ("l1", &["l1_throughput_pct"][..]), ("mem", mem_keys)] {
                 if let Some(m) = keys.iter().filter_map(|k| val(k)).map(|v| v.min(100.0)).reduce(f64::max) {
                     units.insert(group, m);
@@ -179,7 +189,11 @@ fn check(root: &Path, min_checks: usize, min_bounded: usize) {
                 if let Some(m) = limit {
                     bounded += 1;
                     if est > 100.0 - m + 5.0 {
-                        fails.push(format!("{rel} {}: {} claims {est:.0}% but the busiest unit it does not relieve is at {m:.0}%", l.name, f.category.as_str()));
+                        fails.push(format!(
+                            "{rel} {}: {} claims {est:.0}% but the busiest unit it does not relieve is at {m:.0}%",
+                            l.name,
+                            f.category.as_str()
+                        ));
                     }
                 }
             }

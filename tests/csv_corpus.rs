@@ -21,10 +21,7 @@ fn load(rel: &str) -> Profile {
 }
 
 fn durations(p: &Profile) -> Vec<f64> {
-    p.launches
-        .iter()
-        .map(|l| l.metrics.get("gpu__time_duration.sum").and_then(|m| m.as_f64()).unwrap_or(f64::NAN))
-        .collect()
+    p.launches.iter().map(|l| l.metrics.get("gpu__time_duration.sum").and_then(|m| m.as_f64()).unwrap_or(f64::NAN)).collect()
 }
 
 fn ids(p: &Profile) -> Vec<u64> {
@@ -158,8 +155,8 @@ fn details_h200() {
     assert_close(
         &durations(&p),
         &[
-            4060.0, 11260.0, 4610.0, 7840.0, 3780.0, 19970.0, 3390.0, 13340.0, 3940.0, 11100.0, 4800.0, 7740.0, 3650.0, 19650.0,
-            3780.0, 12420.0, 4000.0, 7940.0, 3580.0, 3650.0,
+            4060.0, 11260.0, 4610.0, 7840.0, 3780.0, 19970.0, 3390.0, 13340.0, 3940.0, 11100.0, 4800.0, 7740.0, 3650.0, 19650.0, 3780.0,
+            12420.0, 4000.0, 7940.0, 3580.0, 3650.0,
         ],
     );
     // Repeated kernel names stay separate launches.
@@ -169,12 +166,8 @@ fn details_h200() {
     // 62 rule rows (non-empty "Rule Name") over 20 launches.
     assert_eq!(p.launches.iter().map(|l| l.ncu_rules.len()).sum::<usize>(), 62);
     // "Dynamic Shared Memory Per Block" is byte/block in some rows, Kbyte/block in others.
-    let units: std::collections::BTreeSet<&str> = p
-        .launches
-        .iter()
-        .filter_map(|l| l.metrics.get("launch__shared_mem_per_block_dynamic"))
-        .map(|m| m.raw_unit)
-        .collect();
+    let units: std::collections::BTreeSet<&str> =
+        p.launches.iter().filter_map(|l| l.metrics.get("launch__shared_mem_per_block_dynamic")).map(|m| m.raw_unit).collect();
     assert_eq!(units.into_iter().collect::<Vec<_>>(), ["Kbyte/block", "byte/block"]);
     for l in &p.launches {
         let m = &l.metrics.get("launch__shared_mem_per_block_dynamic").unwrap();
@@ -186,8 +179,8 @@ fn details_h200() {
     assert_close(
         &durations(&p),
         &[
-            3900.0, 11300.0, 5060.0, 8030.0, 3780.0, 20030.0, 3680.0, 12580.0, 3900.0, 12100.0, 5340.0, 8100.0, 3710.0, 19650.0,
-            3810.0, 12900.0, 3900.0, 8420.0, 4900.0, 4100.0, 4100.0, 6560.0, 87870.0, 3170.0,
+            3900.0, 11300.0, 5060.0, 8030.0, 3780.0, 20030.0, 3680.0, 12580.0, 3900.0, 12100.0, 5340.0, 8100.0, 3710.0, 19650.0, 3810.0,
+            12900.0, 3900.0, 8420.0, 4900.0, 4100.0, 4100.0, 6560.0, 87870.0, 3170.0,
         ],
     );
     assert_eq!(p.launches.iter().map(|l| l.ncu_rules.len()).sum::<usize>(), 146);
@@ -217,10 +210,7 @@ fn metrics_pages() {
     assert_eq!(p.kind, SourceKind::MetricsCsv);
     assert_eq!(ids(&p), (0..9).collect::<Vec<_>>());
     // Old unit names (nsecond) and thousands separators.
-    assert_close(
-        &durations(&p),
-        &[10776576.0, 1396992.0, 1006400.0, 430592.0, 294816.0, 262784.0, 223904.0, 149344.0, 148896.0],
-    );
+    assert_close(&durations(&p), &[10776576.0, 1396992.0, 1006400.0, 430592.0, 294816.0, 262784.0, 223904.0, 149344.0, 148896.0]);
     assert_eq!(p.launches[0].name, "basic(int, int, int, const float *, const float *, float *)");
     assert_eq!(p.launches[7].name, "ampere_sgemm_128x64_nn");
     assert_eq!(p.launches[7].grid_size, Some([8, 16, 5]));
@@ -236,7 +226,10 @@ fn metrics_pages() {
     assert_close(&durations(&p), &[203264.0, 213152.0, 227712.0]);
     // Same kernel three times: three launches.
     assert!(p.launches.iter().all(|l| l.name == "readOffset(float *, float *, float *, unsigned long, int)"));
-    assert_eq!(p.launches[1].metrics.get("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio").unwrap().as_f64(), Some(5.0));
+    assert_eq!(
+        p.launches[1].metrics.get("l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio").unwrap().as_f64(),
+        Some(5.0)
+    );
 }
 
 #[test]
@@ -245,11 +238,8 @@ fn metrics_with_application_output() {
     assert_eq!(p.kind, SourceKind::MetricsCsv);
     assert_eq!(ids(&p), vec![0, 1, 2, 3]);
     // sm__throughput.avg.pct_of_peak_sustained_elapsed: 13.14, 12.81, 12.88, 12.79 (%).
-    let sm: Vec<f64> = p
-        .launches
-        .iter()
-        .map(|l| l.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed").unwrap().as_f64().unwrap())
-        .collect();
+    let sm: Vec<f64> =
+        p.launches.iter().map(|l| l.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed").unwrap().as_f64().unwrap()).collect();
     assert_close(&sm, &[13.14, 12.81, 12.88, 12.79]);
     assert_eq!(p.launches[0].name.len(), 1462);
     assert!(p.launches[0].name.starts_with("void device_kernel<GemmUniversal<GroupProblemShape<tuple<long, long, long>>,"));
@@ -267,9 +257,8 @@ fn raw_pages() {
     assert_close(
         &durations(&p),
         &[
-            2464.0, 3296.0, 2112.0, 2144.0, 1984.0, 2272.0, 1920.0, 2144.0, 1952.0, 2656.0, 2016.0, 4512.0, 2880.0, 4096.0, 8608.0,
-            2816.0, 3328.0, 3648.0, 12896.0, 8128.0, 3232.0, 3712.0, 5984.0, 4288.0, 3552.0, 2208.0, 17280.0, 2592.0, 10432.0,
-            3168.0,
+            2464.0, 3296.0, 2112.0, 2144.0, 1984.0, 2272.0, 1920.0, 2144.0, 1952.0, 2656.0, 2016.0, 4512.0, 2880.0, 4096.0, 8608.0, 2816.0,
+            3328.0, 3648.0, 12896.0, 8128.0, 3232.0, 3712.0, 5984.0, 4288.0, 3552.0, 2208.0, 17280.0, 2592.0, 10432.0, 3168.0,
         ],
     );
     assert_eq!(p.launches[26].name, "fused_moe_kernel");

@@ -17,7 +17,10 @@ fn keet(args: &[&str]) -> Output {
 }
 
 fn schema_errors(r: &Value) -> Vec<String> {
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v2.schema.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v2.schema.json")).unwrap(),
+    )
+    .unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     v.iter_errors(r).map(|e| format!("{} at {}", e, e.instance_path())).collect()
 }
@@ -28,7 +31,20 @@ fn eval_answers_every_question_in_every_format_asked() {
         return;
     }
     let f = corpus("rtxa2000-sample/addConstDouble.ncu-rep");
-    let o = keet(&["eval", f.to_str().unwrap(), "--model", "smollm2-135m-instruct", "--formats", "raw,context", "--threads", "1", "--seeds", "5,6", "-f", "json"]);
+    let o = keet(&[
+        "eval",
+        f.to_str().unwrap(),
+        "--model",
+        "smollm2-135m-instruct",
+        "--formats",
+        "raw,context",
+        "--threads",
+        "1",
+        "--seeds",
+        "5,6",
+        "-f",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let errors = schema_errors(&r);
@@ -102,7 +118,12 @@ fn questions_only_jsonl_is_self_contained() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no questions"));
     // Beside one that gives questions, it is listed, not dropped.
-    let o = keet(&["eval", corpus("cc86-esmm/metrics.csv").to_str().unwrap(), corpus("rtxa2000-sample/addConstDouble.ncu-rep").to_str().unwrap(), "--no-llm"]);
+    let o = keet(&[
+        "eval",
+        corpus("cc86-esmm/metrics.csv").to_str().unwrap(),
+        corpus("rtxa2000-sample/addConstDouble.ncu-rep").to_str().unwrap(),
+        "--no-llm",
+    ]);
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cc86-esmm/metrics.csv: no question"), "{err}");
@@ -166,10 +187,26 @@ fn bad_answer_files_name_the_line_and_exit_2() {
     let good: Vec<String> = qs.iter().map(|q| json!({"id": q["id"], "format": "raw", "answer": "A"}).to_string()).collect();
     let id0 = qs[0]["id"].as_str().unwrap();
     let cases: Vec<(&str, Vec<String>, String)> = vec![
-        ("unknown id", [good.clone(), vec![json!({"id": "s9-q9999", "format": "raw", "answer": "A"}).to_string()]].concat(), format!(":{}: unknown question id", good.len() + 1)),
-        ("duplicate", [good.clone(), vec![json!({"id": id0, "format": "raw", "answer": "B"}).to_string()]].concat(), format!(":{}: second answer to {id0} in format raw (first on line 1)", good.len() + 1)),
-        ("malformed", [vec![good[0].clone(), "{\"id\": \"s0-q0001\", ".to_string()], good[1..].to_vec()].concat(), ":2: expected a JSON object".to_string()),
-        ("not a letter", [vec![json!({"id": id0, "format": "raw", "answer": "E"}).to_string()], good[1..].to_vec()].concat(), ":1: answer \"E\"".to_string()),
+        (
+            "unknown id",
+            [good.clone(), vec![json!({"id": "s9-q9999", "format": "raw", "answer": "A"}).to_string()]].concat(),
+            format!(":{}: unknown question id", good.len() + 1),
+        ),
+        (
+            "duplicate",
+            [good.clone(), vec![json!({"id": id0, "format": "raw", "answer": "B"}).to_string()]].concat(),
+            format!(":{}: second answer to {id0} in format raw (first on line 1)", good.len() + 1),
+        ),
+        (
+            "malformed",
+            [vec![good[0].clone(), "{\"id\": \"s0-q0001\", ".to_string()], good[1..].to_vec()].concat(),
+            ":2: expected a JSON object".to_string(),
+        ),
+        (
+            "not a letter",
+            [vec![json!({"id": id0, "format": "raw", "answer": "E"}).to_string()], good[1..].to_vec()].concat(),
+            ":1: answer \"E\"".to_string(),
+        ),
         ("missing", good[1..].to_vec(), format!("missing 1 (first: {id0})")),
     ];
     for (what, lines, expect) in cases {

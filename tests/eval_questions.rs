@@ -204,7 +204,13 @@ fn basis_value(q: &Question, metric_prefix: &str) -> Option<f64> {
 fn rederive(q: &Question) -> Option<String> {
     match q.kind {
         QuestionKind::BoundUnit => {
-            let units = [("dram", "gpu__dram_throughput"), ("dram", "dram__throughput"), ("l2", "lts__throughput"), ("l1", "l1tex__throughput"), ("sm", "sm__throughput")];
+            let units = [
+                ("dram", "gpu__dram_throughput"),
+                ("dram", "dram__throughput"),
+                ("l2", "lts__throughput"),
+                ("l1", "l1tex__throughput"),
+                ("sm", "sm__throughput"),
+            ];
             let mut v: Vec<(&str, f64)> = units.iter().filter_map(|(u, m)| Some((*u, basis_value(q, m)?))).collect();
             v.sort_by(|a, b| b.1.total_cmp(&a.1));
             Some(if v[0].1 < 30.0 { "none".into() } else { v[0].0.into() })

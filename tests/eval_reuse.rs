@@ -11,7 +11,8 @@ use std::path::Path;
 fn small_model() -> Engine {
     // SmolLM2 by its manifest name, whatever the default model is: the mechanics, not the answers.
     let opts = EngineOptions { model: Some("smollm2-135m-instruct".into()), device: Some("cpu".into()), threads: Some(1) };
-    Engine::load(&opts).unwrap_or_else(|e| panic!("this test needs SmolLM2 (scripts/install-model.sh): {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip it)"))
+    Engine::load(&opts)
+        .unwrap_or_else(|e| panic!("this test needs SmolLM2 (scripts/install-model.sh): {e}\n(set KEET_SKIP_MODEL_TESTS=1 to skip it)"))
 }
 
 #[test]
@@ -26,7 +27,12 @@ fn prefix_reuse_answers_as_a_full_prefill_does() {
     // The context format: a few hundred tokens (the raw table is the same mechanics at 3x the cost).
     let formats = [Condition::Context];
     let plan = answer::plan(&set, &engine, &formats).unwrap();
-    assert!(plan.tokens_to_run() < plan.prompt_tokens() / 2, "the plan reuses the shared contexts: {} of {} to run", plan.tokens_to_run(), plan.prompt_tokens());
+    assert!(
+        plan.tokens_to_run() < plan.prompt_tokens() / 2,
+        "the plan reuses the shared contexts: {} of {} to run",
+        plan.tokens_to_run(),
+        plan.prompt_tokens()
+    );
 
     let reused = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
     let fresh = answer::run(&set, &mut engine, &plan, true, &mut |_| {}).unwrap();

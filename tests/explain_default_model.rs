@@ -55,7 +55,10 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
                     continue;
                 }
                 let category = keet::rules::Category::parse(f["category"].as_str().unwrap()).unwrap();
-                let mut fields = vec![(keet::prose::Field::Claim, &f["claim"], &to["claim"]), (keet::prose::Field::Explanation, &f["explanation"], &to["explanation"])];
+                let mut fields = vec![
+                    (keet::prose::Field::Claim, &f["claim"], &to["claim"]),
+                    (keet::prose::Field::Explanation, &f["explanation"], &to["explanation"]),
+                ];
                 for (i, (s, w)) in f["suggestions"].as_array().unwrap().iter().zip(to["suggestions"].as_array().unwrap()).enumerate() {
                     fields.push((keet::prose::Field::Suggestion(i), s, w));
                 }

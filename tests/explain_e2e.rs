@@ -157,7 +157,8 @@ fn h200_details_and_report_with_model_then_cache() {
         (Some(a), Some(b)) if a < b => format!("{}{}", &text[..a], &text[b..]),
         _ => text.clone(),
     };
-    let unknown: Vec<String> = numbers(&kernels_text).into_iter().filter(|(_, v, d)| !number_is_known(*v, *d, &known)).map(|t| t.0).collect();
+    let unknown: Vec<String> =
+        numbers(&kernels_text).into_iter().filter(|(_, v, d)| !number_is_known(*v, *d, &known)).map(|t| t.0).collect();
     assert!(unknown.is_empty(), "numbers in the report that the profile does not hold: {unknown:?}\n{text}");
 
     // A repeat run is answered from the cache, with the same content.
@@ -177,7 +178,10 @@ fn rtx4090_textbook_kernels_with_model() {
     let cache = dir.path().join("cache.sqlite3");
     let doc = explain_json(&[&corpus("rtx4090-lashi/reduceInteger.csv")], &cache);
     check_report(&doc);
-    let html = ok(&keet(&["explain", "--format", "html", "--top", "1", "--max-findings", "1", &corpus("rtx4090-lashi/reduceInteger.csv")], &cache));
+    let html = ok(&keet(
+        &["explain", "--format", "html", "--top", "1", "--max-findings", "1", &corpus("rtx4090-lashi/reduceInteger.csv")],
+        &cache,
+    ));
     assert!(html.contains("<html") && !html.contains("https://"), "HTML report is not self-contained");
 }
 

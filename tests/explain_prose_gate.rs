@@ -28,7 +28,12 @@ fn corpus(rel: &str) -> String {
 fn explain(path: &str, cache: &Path, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["explain", "--format", "json", "--top", "2", "--max-findings", "1", path];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_keet")).args(&args).env("KEET_CACHE", cache).env("KEET_MODEL", "smollm2-135m-instruct").output().expect("keet runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_keet"))
+        .args(&args)
+        .env("KEET_CACHE", cache)
+        .env("KEET_MODEL", "smollm2-135m-instruct")
+        .output()
+        .expect("keet runs");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON report")
 }
@@ -127,7 +132,10 @@ fn every_shown_model_sentence_passes_the_gate() {
             // Model text means sentences the model wrote itself, not expert sentences it chose.
             let written = k["findings"].as_array().unwrap().iter().any(|f| {
                 let to = &f["text_origin"];
-                !to.is_null() && (to["claim"] == "model" || to["explanation"] == "model" || to["suggestions"].as_array().unwrap().iter().any(|w| w == "model"))
+                !to.is_null()
+                    && (to["claim"] == "model"
+                        || to["explanation"] == "model"
+                        || to["suggestions"].as_array().unwrap().iter().any(|w| w == "model"))
             });
             if written {
                 with_model_text += 1;
@@ -150,8 +158,12 @@ fn every_shown_model_sentence_passes_the_gate() {
     for (v, q) in verbose["kernels"].as_array().unwrap().iter().zip(quiet["kernels"].as_array().unwrap()) {
         let replaced = v["prose"]["replaced"].as_u64().unwrap() as usize;
         let gate_replaced = v["replaced"].as_array().unwrap().len();
-        let in_dropped: usize = v["dropped"].as_array().unwrap().iter().map(|d| 2 + d["finding"]["suggestions"].as_array().unwrap().len()).sum();
-        assert!(gate_replaced <= replaced && replaced <= gate_replaced + in_dropped, "replaced count {replaced} vs {gate_replaced} listed + {in_dropped} dropped: {v}");
+        let in_dropped: usize =
+            v["dropped"].as_array().unwrap().iter().map(|d| 2 + d["finding"]["suggestions"].as_array().unwrap().len()).sum();
+        assert!(
+            gate_replaced <= replaced && replaced <= gate_replaced + in_dropped,
+            "replaced count {replaced} vs {gate_replaced} listed + {in_dropped} dropped: {v}"
+        );
         assert_eq!(v["findings"], q["findings"]);
     }
 }

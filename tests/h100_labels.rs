@@ -85,7 +85,10 @@ fn load_labels() -> Labels {
 enum Expr {
     Num(f64),
     /// Alternatives (first present wins), and whether it reads the twin's profile.
-    Metric { names: Vec<String>, twin: bool },
+    Metric {
+        names: Vec<String>,
+        twin: bool,
+    },
     Neg(Box<Expr>),
     Bin(char, Box<Expr>, Box<Expr>),
 }
@@ -127,7 +130,11 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
             i += 1;
         } else if c.is_ascii_digit() || (c == '.' && i + 1 < b.len() && (b[i + 1] as char).is_ascii_digit()) {
             let start = i;
-            while i < b.len() && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'.' || ((b[i] == b'+' || b[i] == b'-') && (b[i - 1] == b'e' || b[i - 1] == b'E'))) {
+            while i < b.len()
+                && ((b[i] as char).is_ascii_alphanumeric()
+                    || b[i] == b'.'
+                    || ((b[i] == b'+' || b[i] == b'-') && (b[i - 1] == b'e' || b[i - 1] == b'E')))
+            {
                 i += 1;
             }
             let text = &s[start..i];

@@ -94,11 +94,7 @@ fn fifty_constrained_generations_parse_and_validate() {
 #[test]
 fn unbounded_schemas_are_reported() {
     assert!(max_tokens_bound(&json!({"type": "string"})).unwrap_err().contains("maxLength"));
-    assert!(max_tokens_bound(&json!({"type": "array", "items": {"type": "integer"}}))
-        .unwrap_err()
-        .contains("maxItems"));
-    assert!(max_tokens_bound(&json!({"type": "object", "properties": {}}))
-        .unwrap_err()
-        .contains("additionalProperties"));
+    assert!(max_tokens_bound(&json!({"type": "array", "items": {"type": "integer"}})).unwrap_err().contains("maxItems"));
+    assert!(max_tokens_bound(&json!({"type": "object", "properties": {}})).unwrap_err().contains("additionalProperties"));
     assert_eq!(max_tokens_bound(&json!({"type": "string", "maxLength": 10})).unwrap(), 42);
 }

@@ -29,16 +29,11 @@ fn truncated_model_is_a_clear_error() {
         .unwrap_or_else(|e| panic!("this test needs the default model: {e} (KEET_SKIP_MODEL_TESTS=1 skips it)"));
     let bytes = std::fs::read(src.location.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    for (name, len) in
-        [("cut-header.gguf", 4096), ("cut-tensors.gguf", bytes.len() / 2), ("cut-end.gguf", bytes.len() - 1)]
-    {
+    for (name, len) in [("cut-header.gguf", 4096), ("cut-tensors.gguf", bytes.len() / 2), ("cut-end.gguf", bytes.len() - 1)] {
         let p = dir.path().join(name);
         std::fs::write(&p, &bytes[..len]).unwrap();
         let e = load_err(p.to_str().unwrap());
-        assert!(
-            e.contains("corrupt or incomplete") && e.contains(name) && e.contains("keet model install"),
-            "{name}: {e}"
-        );
+        assert!(e.contains("corrupt or incomplete") && e.contains(name) && e.contains("keet model install"), "{name}: {e}");
     }
 }
 

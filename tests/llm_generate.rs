@@ -60,11 +60,7 @@ fn chat_template_and_budget() {
     let ids = e.prompt_tokens(&[ChatMessage::user("hi")]).unwrap();
     assert_eq!(ids[0], 1, "<|im_start|> is one special token");
     let g = e
-        .generate(
-            &[ChatMessage::user("Count from one to fifty in words.")],
-            &GenerateOptions { max_tokens: 5, ..Default::default() },
-            None,
-        )
+        .generate(&[ChatMessage::user("Count from one to fifty in words.")], &GenerateOptions { max_tokens: 5, ..Default::default() }, None)
         .unwrap();
     assert_eq!(g.tokens.len(), 5);
     assert_eq!(g.stop_reason, StopReason::MaxTokens);

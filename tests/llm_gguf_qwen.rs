@@ -103,8 +103,7 @@ fn quantized_qwen2_and_qwen3_gguf_run() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(format!("tiny-{arch}.gguf"));
         write_gguf(&path, arch, &source);
-        let opts =
-            EngineOptions { model: Some(path.to_string_lossy().into()), device: Some("cpu".into()), threads: Some(1) };
+        let opts = EngineOptions { model: Some(path.to_string_lossy().into()), device: Some("cpu".into()), threads: Some(1) };
         let mut e = Engine::load(&opts).unwrap_or_else(|err| panic!("{arch}: {err}"));
         assert_eq!(e.info.architecture, arch);
         let sys = ChatMessage::system("You are a GPU performance engineer. ".repeat(8));
@@ -124,8 +123,7 @@ fn quantized_qwen2_and_qwen3_gguf_run() {
             "ok": {"type": "boolean"}, "why": {"type": "string", "maxLength": 8}},
             "required": ["ok", "why"], "additionalProperties": false});
         let c = e.generate(&q1, &GenerateOptions { max_tokens: 64, ..Default::default() }, Some(&schema)).unwrap();
-        let v: serde_json::Value =
-            serde_json::from_str(&c.text).unwrap_or_else(|err| panic!("{arch}: {err}: {}", c.text));
+        let v: serde_json::Value = serde_json::from_str(&c.text).unwrap_or_else(|err| panic!("{arch}: {err}: {}", c.text));
         llm_support::validate(&v, &schema, "#").unwrap();
     }
 }

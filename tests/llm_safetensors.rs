@@ -106,11 +106,7 @@ fn safetensors_models_of_each_family_run() {
         write_model(dir.path(), family);
         gguf_tok.inner().save(dir.path().join("tokenizer.json"), false).unwrap();
 
-        let opts = EngineOptions {
-            model: Some(dir.path().to_string_lossy().into()),
-            device: Some("cpu".into()),
-            threads: Some(1),
-        };
+        let opts = EngineOptions { model: Some(dir.path().to_string_lossy().into()), device: Some("cpu".into()), threads: Some(1) };
         let mut e = Engine::load(&opts).unwrap_or_else(|err| panic!("{family}: {err}"));
         assert_eq!(e.info.architecture, family);
         // tokenizer.json tokenizes like the GGUF tokenizer and knows the special tokens.
@@ -136,8 +132,7 @@ fn safetensors_models_of_each_family_run() {
             "ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
             "required": ["ok", "n"], "additionalProperties": false});
         let c = e.generate(&q1, &GenerateOptions { max_tokens: 64, ..Default::default() }, Some(&schema)).unwrap();
-        let v: serde_json::Value =
-            serde_json::from_str(&c.text).unwrap_or_else(|err| panic!("{family}: {err}: {}", c.text));
+        let v: serde_json::Value = serde_json::from_str(&c.text).unwrap_or_else(|err| panic!("{family}: {err}: {}", c.text));
         llm_support::validate(&v, &schema, "#").unwrap();
     }
 }

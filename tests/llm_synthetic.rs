@@ -13,9 +13,7 @@ fn keet(args: &[&str]) -> std::process::Output {
 }
 
 fn bench_json(name: &str) -> Value {
-    let out = keet(&[
-        "bench", "llm", "--synthetic", name, "--prompt-tokens", "40", "--tokens", "4", "--copy-bytes", "16MiB", "--json",
-    ]);
+    let out = keet(&["bench", "llm", "--synthetic", name, "--prompt-tokens", "40", "--tokens", "4", "--copy-bytes", "16MiB", "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{name}: exit {:?}\n{stderr}", out.status.code());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -59,7 +57,9 @@ fn the_table_names_the_limit() {
     let out = keet(&["bench", "llm", "--synthetic", "tiny-q8", "--prompt-tokens", "8", "--tokens", "2", "--copy-bytes", "8MiB"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for want in ["synthetic tiny-q8_0", "19532032 parameters", "decode tok/s", "weight GB/token", "copy bandwidth GB/s", "decode % of limit"] {
+    for want in
+        ["synthetic tiny-q8_0", "19532032 parameters", "decode tok/s", "weight GB/token", "copy bandwidth GB/s", "decode % of limit"]
+    {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
     }
 }

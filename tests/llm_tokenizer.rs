@@ -12,15 +12,15 @@ fn tokenizer_ids_match_reference() {
     if llm_support::skip() {
         return;
     }
-    let resolved = resolve_model(Some(llm_support::TEST_MODEL)).unwrap_or_else(|e| panic!("the tokenizer test needs the default model: {e}"));
+    let resolved =
+        resolve_model(Some(llm_support::TEST_MODEL)).unwrap_or_else(|e| panic!("the tokenizer test needs the default model: {e}"));
     let path = match &resolved.location {
         ModelLocation::Gguf(p) => p.clone(),
         other => panic!("the tokenizer test needs the default GGUF model, found {other:?}"),
     };
     let gguf = GgufFile::open(&path).unwrap();
     let tk = Tokenizer::from_gguf(gguf.metadata()).unwrap();
-    let reference: serde_json::Value =
-        serde_json::from_str(include_str!("data/tokenizer_reference_smollm2.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(include_str!("data/tokenizer_reference_smollm2.json")).unwrap();
     let cases = reference["cases"].as_array().unwrap();
     assert!(cases.len() >= 15);
     let mut failures = Vec::new();

@@ -23,7 +23,11 @@ fn python_with_sdk() -> Result<PathBuf, String> {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-mcp/bin/python"));
     match Command::new(&python).args(["-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))"]).output() {
         Ok(o) if o.status.success() => Ok(python),
-        Ok(o) => Err(format!("{} cannot import mcp: {}", python.display(), String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or_default())),
+        Ok(o) => Err(format!(
+            "{} cannot import mcp: {}",
+            python.display(),
+            String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or_default()
+        )),
         Err(e) => Err(format!("{}: {e}", python.display())),
     }
 }
@@ -104,7 +108,10 @@ fn real_mcp_client_over_stdio() {
         assert_eq!(t["read_only"], true, "{name}");
     }
     assert_eq!(tools["explain"]["input_schema"]["required"], serde_json::json!(["paths"]));
-    assert_eq!(tools["inspect"]["input_schema"]["properties"]["all_metrics"]["type"].as_array().map(|a| a.contains(&"boolean".into())), Some(true));
+    assert_eq!(
+        tools["inspect"]["input_schema"]["properties"]["all_metrics"]["type"].as_array().map(|a| a.contains(&"boolean".into())),
+        Some(true)
+    );
 
     // explain, no model: the context report as text, the JSON report as structured content.
     let e = &r["explain_no_llm"];
@@ -174,7 +181,11 @@ fn real_mcp_client_over_stdio() {
     }
     assert!(r["missing_path"]["message"].as_str().unwrap().contains("missing.ncu-rep"), "{}", r["missing_path"]);
     assert!(r["unknown_tool"]["message"].as_str().unwrap().contains("keet's tools: explain"), "{}", r["unknown_tool"]);
-    assert!(r["wrong_type"]["message"].as_str().unwrap().contains("explain: wrong arguments: invalid type: string \"ten\""), "{}", r["wrong_type"]);
+    assert!(
+        r["wrong_type"]["message"].as_str().unwrap().contains("explain: wrong arguments: invalid type: string \"ten\""),
+        "{}",
+        r["wrong_type"]
+    );
     assert!(r["missing_argument"]["message"].as_str().unwrap().contains("missing field `path`"), "{}", r["missing_argument"]);
     let b = &r["bad_file"];
     assert_eq!(b["kind"], "tool_error", "{b}");

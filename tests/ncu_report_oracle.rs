@@ -100,8 +100,7 @@ fn keet_reads_every_stored_metric_like_ncu_report() {
     assert!(files.len() >= 9, "expected the corpus reports, found {files:?}");
     let want = oracle(&files);
     let got = keet(&files);
-    let got_files: HashMap<&str, &Value> =
-        got["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap(), f)).collect();
+    let got_files: HashMap<&str, &Value> = got["files"].as_array().unwrap().iter().map(|f| (f["path"].as_str().unwrap(), f)).collect();
     let mut problems: Vec<String> = Vec::new();
     let mut summary = String::new();
     for (path, w) in files.iter().zip(want["files"].as_array().unwrap()) {

@@ -59,14 +59,19 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         findings.push(ShownFinding {
             origin: if rank == 1 { Origin::LlmRepaired } else { Origin::Llm },
             // The second suggestion is the expert's (the model's failed the prose gate).
-            text_origin: Some(TextOrigin { claim: Writer::Model, explanation: Writer::Model, suggestions: vec![Writer::Model, Writer::Expert] }),
+            text_origin: Some(TextOrigin {
+                claim: Writer::Model,
+                explanation: Writer::Model,
+                suggestions: vec![Writer::Model, Writer::Expert],
+            }),
             finding: Finding {
                 category: keet::rules::Category::LatencyBound,
                 severity: keet::rules::Severity::Medium,
                 claim: format!("The kernel runs for {} ns, too short to hide launch latency.", keet::rules::fmt_num(cite.value)),
                 evidence: vec![Citation { metric: cite.metric.clone(), value: cite.value, unit: cite.unit.clone() }],
-                explanation: "Short kernels spend a large share of their time ramping up and draining; fusing them with neighbours amortises that."
-                    .into(),
+                explanation:
+                    "Short kernels spend a large share of their time ramping up and draining; fusing them with neighbours amortises that."
+                        .into(),
                 suggestions: vec!["Fuse this kernel with its producer or consumer.".into(), "Capture the sequence in a CUDA graph.".into()],
             },
             estimated_speedup_pct: None,
@@ -162,7 +167,10 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         skipped_kernels: analyses.len().saturating_sub(top),
         prose_mode: Some("guided".into()),
         prose: ProseCounts { shown: 3 * top, reasked: top, replaced: top },
-        errors: vec![FileError { path: corpus("h200-moe/long_prefill_prof_lines_only.csv"), message: "no kernel launches <found> & nothing read".into() }],
+        errors: vec![FileError {
+            path: corpus("h200-moe/long_prefill_prof_lines_only.csv"),
+            message: "no kernel launches <found> & nothing read".into(),
+        }],
         profile: profile_view_of(&analyses),
         settings: None,
         batch: None,
@@ -184,7 +192,9 @@ fn assert_valid(doc: &serde_json::Value) {
 
 #[test]
 fn json_validates_against_the_schema() {
-    for (rel, top) in [("h200-moe/sglang_short_decode_raw.csv", 5), ("rtx4090-lashi/reduceInteger.csv", 3), ("h200-moe/decode_c1.ncu-rep", 4)] {
+    for (rel, top) in
+        [("h200-moe/sglang_short_decode_raw.csv", 5), ("rtx4090-lashi/reduceInteger.csv", 3), ("h200-moe/decode_c1.ncu-rep", 4)]
+    {
         let report = report_from(rel, top);
         let out = render_explain(&report, Format::Json).unwrap();
         assert!(out.ends_with('\n'));
@@ -265,7 +275,10 @@ fn markdown_report() {
     assert!(s.contains("## Summary") && s.contains("| # | kernel |"), "{s}");
     assert!(s.contains("## 1. `") && s.contains("## 3. `"), "{s}");
     assert!(s.contains("[model]") && s.contains("[rules]"));
-    assert!(s.contains("too short to hide launch latency. *(model)*") && s.contains("Model sentences: 3 shown, 1 re-asked, 1 replaced"), "{s}");
+    assert!(
+        s.contains("too short to hide launch latency. *(model)*") && s.contains("Model sentences: 3 shown, 1 re-asked, 1 replaced"),
+        "{s}"
+    );
     assert!(s.contains("<details><summary>Facts ("));
     // Table rows never break: every table line starts and ends with a pipe.
     for line in s.lines().filter(|l| l.starts_with('|')) {

@@ -107,18 +107,31 @@ fn slurm_array_and_merge_equal_the_unsharded_report() {
     };
     let ctld = std::fs::read_to_string(state.join("log/slurmctld.log")).unwrap_or_default();
     let ctld_jobs: Vec<&str> = ctld.lines().filter(|l| l.contains("_job_complete") || l.contains("sched: Allocate")).collect();
-    assert_eq!(final_state, "COMPLETED", "merge job {merge}: {final_state}\n{}\n{}\n{}", logs("explain"), logs("merge"), ctld_jobs.join("\n"));
+    assert_eq!(
+        final_state,
+        "COMPLETED",
+        "merge job {merge}: {final_state}\n{}\n{}\n{}",
+        logs("explain"),
+        logs("merge"),
+        ctld_jobs.join("\n")
+    );
     for k in 0..4 {
         assert_eq!(state_of(&format!("{array}_{k}")), "COMPLETED", "task {k}");
     }
 
     // The unsharded run of the same files.
     let full = tmp.path().join("full.json");
-    let (rc, err) = sh(Command::new(keet).arg("explain").arg(&corpus).args(["--no-llm", "--no-cache", "--top", "20", "--format", "json", "-o"]).arg(&full));
+    let (rc, err) = sh(Command::new(keet)
+        .arg("explain")
+        .arg(&corpus)
+        .args(["--no-llm", "--no-cache", "--top", "20", "--format", "json", "-o"])
+        .arg(&full));
     assert!(rc == 0 || rc == 2, "{err}");
     let full: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&full).unwrap()).unwrap();
     let merged: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let names = |r: &serde_json::Value| r["kernels"].as_array().unwrap().iter().map(|k| k["kernel"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let names = |r: &serde_json::Value| {
+        r["kernels"].as_array().unwrap().iter().map(|k| k["kernel"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
     assert!(names(&full).len() >= 5);
     assert_eq!(names(&merged), names(&full), "same kernels, same order");
     let (a, b) = (comparable(&full), comparable(&merged));
@@ -127,7 +140,11 @@ fn slurm_array_and_merge_equal_the_unsharded_report() {
     }
     // Everything, the input paths aside (the batch script made them absolute).
     for field in ["kernels", "errors", "total_duration_ns", "skipped_kernels", "settings"] {
-        let norm = |v: &serde_json::Value| v.to_string().replace(&std::fs::canonicalize(&corpus).unwrap().display().to_string(), "CORPUS").replace(&corpus.display().to_string(), "CORPUS");
+        let norm = |v: &serde_json::Value| {
+            v.to_string()
+                .replace(&std::fs::canonicalize(&corpus).unwrap().display().to_string(), "CORPUS")
+                .replace(&corpus.display().to_string(), "CORPUS")
+        };
         assert_eq!(norm(&a[field]), norm(&b[field]), "{field}");
     }
     assert!(std::fs::read_to_string(out.join("report.txt")).unwrap().contains(&names(&full)[0][..20]));

@@ -79,7 +79,6 @@ pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
     }
 }
 
-
 fn percentile(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -148,11 +147,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     let mut engine = Engine::load(&a.model.engine_options())?;
     let load_s = t0.elapsed().as_secs_f64();
-    let ids = if a.chat {
-        engine.prompt_tokens(&[ChatMessage::user(text.clone())])?
-    } else {
-        engine.tokenizer().encode(&text)?
-    };
+    let ids = if a.chat { engine.prompt_tokens(&[ChatMessage::user(text.clone())])? } else { engine.tokenizer().encode(&text)? };
     let end_ids = engine.tokenizer().end_ids.clone();
 
     // Prompt processing and decode, straight on the model.
@@ -196,8 +191,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     let mut prompt_times = Vec::new();
     let short = GenerateOptions { max_tokens: 1, ..Default::default() };
     for k in kernels.iter() {
-        let msg =
-            format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
+        let msg = format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
         let g = engine.generate(&[ChatMessage::system(system), ChatMessage::user(msg)], &short, None)?;
         prompt_times.push((g.timings.prompt_tokens, g.timings.reused_tokens, g.timings.prompt_s));
     }
@@ -331,12 +325,7 @@ fn run_peer(a: &LlmBenchArgs, model: &str, text: &str) -> Result<Value, String> 
     std::fs::write(&prompt, text).map_err(|e| e.to_string())?;
     let threads = crate::llm::threads::configured().unwrap_or(1);
     let mut cmd = std::process::Command::new(&python);
-    cmd.arg(&a.peer_script).arg(model).arg(&prompt).args([
-        "--threads",
-        &threads.to_string(),
-        "--tokens",
-        &a.tokens.to_string(),
-    ]);
+    cmd.arg(&a.peer_script).arg(model).arg(&prompt).args(["--threads", &threads.to_string(), "--tokens", &a.tokens.to_string()]);
     if a.chat {
         cmd.arg("--chat");
     }

@@ -83,7 +83,12 @@ pub fn run(a: BatchBenchArgs) -> anyhow::Result<i32> {
         anyhow::bail!("{}: no .ncu-rep or .csv profiles", corpus.display());
     }
     let exe = std::env::current_exe().context("finding the keet executable")?;
-    println!("keet explain --no-llm --no-cache --format {} over N symlinks to the {} profiles of {}", a.format, profiles.len(), corpus.display());
+    println!(
+        "keet explain --no-llm --no-cache --format {} over N symlinks to the {} profiles of {}",
+        a.format,
+        profiles.len(),
+        corpus.display()
+    );
     println!("{:>8}  {:>9}  {:>9}  {:>13}  {:>4}", "files", "seconds", "files/s", "peak RSS MiB", "exit");
     let mut runs = Vec::new();
     for &n in &a.sizes {
@@ -96,12 +101,7 @@ pub fn run(a: BatchBenchArgs) -> anyhow::Result<i32> {
     }
     if let (Some(first), Some(last)) = (runs.first(), runs.last()) {
         if runs.len() > 1 {
-            println!(
-                "peak RSS {} files / {} files: {:.2}x",
-                last.files,
-                first.files,
-                last.peak_rss_mb / first.peak_rss_mb.max(1e-9)
-            );
+            println!("peak RSS {} files / {} files: {:.2}x", last.files, first.files, last.peak_rss_mb / first.peak_rss_mb.max(1e-9));
         }
     }
     // Exit 2 from the child only means the corpus has files that are not profiles (reported).

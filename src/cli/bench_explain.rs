@@ -4,8 +4,8 @@
 //! number that is not the kernel's own or fail the prose gate when checked again (both must be 0),
 //! with five sample sentences. `--corpus DIR` runs every profile in the corpus's MANIFEST.tsv.
 
-use crate::explain::report::{ExplainReport, Writer};
 use super::args::ModelArgs;
+use crate::explain::report::{ExplainReport, Writer};
 use crate::explain::{self, ExplainOptions, ProseMode};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -63,7 +63,11 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
     if profiles.is_empty() {
         profiles.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"));
     }
-    let load = || std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "unknown".into());
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "unknown".into())
+    };
     println!("{} profiles; load average at start: {}", profiles.len(), load());
     for &mode in &a.prose {
         let dir = tempfile::tempdir()?;
@@ -76,7 +80,8 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         };
         // Each profile on its own, so --top applies per profile.
         let (mut reports, mut cold_s, mut warm_s) = (Vec::new(), 0.0, 0.0);
-        let (mut load_s, mut parse_s, mut first, mut kernels, mut from_cache, mut loaded_warm, mut same) = (0.0, 0.0, None, 0, 0, false, true);
+        let (mut load_s, mut parse_s, mut first, mut kernels, mut from_cache, mut loaded_warm, mut same) =
+            (0.0, 0.0, None, 0, 0, false, true);
         let mut s1_all = explain::RunStats::default();
         for p in &profiles {
             let inputs = vec![p.clone()];
@@ -127,7 +132,11 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         println!("cold run total:             {cold_s:.2} s");
         println!("kernels per minute (model): {:.2}", kernels as f64 * 60.0 / gen_s);
         if s1_all.kernels_asked > 0 {
-            println!("seconds per kernel (model): {:.1} ({} kernels asked)", s1_all.generate_s / s1_all.kernels_asked as f64, s1_all.kernels_asked);
+            println!(
+                "seconds per kernel (model): {:.1} ({} kernels asked)",
+                s1_all.generate_s / s1_all.kernels_asked as f64,
+                s1_all.kernels_asked
+            );
         }
         println!(
             "model findings shown / repaired / dropped: {} / {} / {}",
@@ -154,7 +163,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         for (c, s) in samples.iter().step_by(step).take(5) {
             println!("  sample [{c}]: {s}");
         }
-        println!("warm-cache run:             {warm_s:.3} s ({from_cache} of {kernels} kernels from the cache, model loaded: {loaded_warm})");
+        println!(
+            "warm-cache run:             {warm_s:.3} s ({from_cache} of {kernels} kernels from the cache, model loaded: {loaded_warm})"
+        );
         println!("warm output identical:      {same}");
         println!("load average at end:        {}", load());
     }

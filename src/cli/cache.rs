@@ -33,13 +33,7 @@ pub fn run(c: CacheCommand) -> anyhow::Result<i32> {
                     return Ok(2);
                 }
             };
-            eprintln!(
-                "{}: {} entries added, {} already there ({} now)",
-                a.into.display(),
-                stats.added,
-                stats.present,
-                stats.total
-            );
+            eprintln!("{}: {} entries added, {} already there ({} now)", a.into.display(), stats.added, stats.present, stats.total);
             Ok(0)
         }
     }

@@ -72,12 +72,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         Some(n) => Some((n, super::token_counter(a.model.model.as_deref())?)),
         None => None,
     };
-    let opts = CompareOptions {
-        top: a.top,
-        no_llm: a.no_llm || a.top == 0,
-        engine: a.model.engine_options(),
-        jobs: a.jobs.jobs,
-    };
+    let opts = CompareOptions { top: a.top, no_llm: a.no_llm || a.top == 0, engine: a.model.engine_options(), jobs: a.jobs.jobs };
     let mut report = compare::compare(&a.before, &a.after, &opts).map_err(|e| match e {
         compare::CompareError::Llm(_) => anyhow::anyhow!("{e} (use --no-llm for the deltas alone)"),
         e => e.into(),

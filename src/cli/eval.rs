@@ -141,11 +141,15 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
             f.dedup();
             f.len()
         };
-        eprintln!("keet eval: explaining the {} asked-about kernels of {profiles} profiles with the model first (the explained format)", set.contexts.len());
+        eprintln!(
+            "keet eval: explaining the {} asked-about kernels of {profiles} profiles with the model first (the explained format)",
+            set.contexts.len()
+        );
         let b = bar(profiles as u64, "explaining {pos}/{len} profiles [{bar:30}] {elapsed_precise} ETA {eta}");
         let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };
-        eval::add_explained(&mut set, &opts, &engine_opts, cache, &mut |done, _| b.set_position(done as u64))
-            .map_err(|e| anyhow::anyhow!("{e} (use --formats without explained, or --no-llm --questions-out FILE for the questions alone)"))?;
+        eval::add_explained(&mut set, &opts, &engine_opts, cache, &mut |done, _| b.set_position(done as u64)).map_err(|e| {
+            anyhow::anyhow!("{e} (use --formats without explained, or --no-llm --questions-out FILE for the questions alone)")
+        })?;
         b.finish_and_clear();
         eprintln!("keet eval: explained in {}", minutes(t0.elapsed().as_secs_f64()));
     }
@@ -153,7 +157,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         super::write_output(Some(p), &eval::jsonl(&set))?;
         eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
     }
-    let mut engine = Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
+    let mut engine =
+        Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
     let plan = answer::plan(&set, &engine, &formats)?;
     let rate = answer::prompt_rate(&mut engine, 256)?;
     let to_run = plan.tokens_to_run();

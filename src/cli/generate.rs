@@ -56,10 +56,7 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<i32> {
     let schema = match &a.schema {
         Some(f) => {
             let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-            Some(
-                serde_json::from_str::<serde_json::Value>(&text)
-                    .with_context(|| format!("{} is not JSON", f.display()))?,
-            )
+            Some(serde_json::from_str::<serde_json::Value>(&text).with_context(|| format!("{} is not JSON", f.display()))?)
         }
         None => None,
     };

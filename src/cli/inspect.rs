@@ -83,12 +83,18 @@ pub fn metrics_tables(doc: &InspectDocument, markdown: bool) -> String {
                 serde_json::Value::Null => r.raw_value.clone(),
                 v => v.to_string(),
             };
-            let cells: Vec<[String; 5]> = rows
-                .iter()
-                .map(|r| [r.name.clone(), value(r), r.unit.clone(), r.raw_value.clone(), r.raw_unit.clone()])
-                .collect();
+            let cells: Vec<[String; 5]> =
+                rows.iter().map(|r| [r.name.clone(), value(r), r.unit.clone(), r.raw_value.clone(), r.raw_unit.clone()]).collect();
             let head = ["metric", "value", "unit", "raw value", "raw unit"];
-            let _ = writeln!(out, "\n{}{}#{} {}: {} metric(s)\n", if markdown { "### " } else { "== " }, f.path.display(), l.id, l.name, rows.len());
+            let _ = writeln!(
+                out,
+                "\n{}{}#{} {}: {} metric(s)\n",
+                if markdown { "### " } else { "== " },
+                f.path.display(),
+                l.id,
+                l.name,
+                rows.len()
+            );
             if markdown {
                 let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
                 let _ = writeln!(out, "| {} |", head.join(" | "));

@@ -166,7 +166,11 @@ fn tool_error(message: impl Into<String>) -> CallToolResult {
 
 /// A result with `text` for the model to read and `structured` JSON for programs.
 fn answer(text: String, structured: Value, is_error: bool) -> CallToolResult {
-    let mut r = if is_error { CallToolResult::error(vec![ContentBlock::text(text)]) } else { CallToolResult::success(vec![ContentBlock::text(text)]) };
+    let mut r = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
     r.structured_content = Some(structured);
     r
 }
@@ -178,9 +182,14 @@ pub fn checked_path(path: &str) -> Result<PathBuf, ErrorData> {
         return Err(ErrorData::invalid_params("empty path", None));
     }
     let p = Path::new(path);
-    let absolute = std::fs::canonicalize(p)
-        .map_err(|e| ErrorData::invalid_params(format!("{path}: {e} (expected a .ncu-rep file, an ncu CSV export or a folder)"), Some(json!({ "path": path }))))?;
-    let meta = std::fs::metadata(&absolute).map_err(|e| ErrorData::invalid_params(format!("{path}: {e}"), Some(json!({ "path": path }))))?;
+    let absolute = std::fs::canonicalize(p).map_err(|e| {
+        ErrorData::invalid_params(
+            format!("{path}: {e} (expected a .ncu-rep file, an ncu CSV export or a folder)"),
+            Some(json!({ "path": path })),
+        )
+    })?;
+    let meta =
+        std::fs::metadata(&absolute).map_err(|e| ErrorData::invalid_params(format!("{path}: {e}"), Some(json!({ "path": path }))))?;
     let readable = if meta.is_dir() { std::fs::read_dir(&absolute).map(|_| ()) } else { std::fs::File::open(&absolute).map(|_| ()) };
     readable.map_err(|e| ErrorData::invalid_params(format!("{path}: cannot read: {e}"), Some(json!({ "path": path }))))?;
     if !meta.is_dir() && !meta.is_file() {
@@ -191,7 +200,9 @@ pub fn checked_path(path: &str) -> Result<PathBuf, ErrorData> {
 
 /// Runs blocking work (parsing, the model) off the protocol loop.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ErrorData> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| ErrorData::internal_error(format!("keet stopped in the middle of the call: {e}"), None))
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("keet stopped in the middle of the call: {e}"), None))
 }
 
 /// Does launch `l` match the `kernel` filter (see [`InspectParams::kernel`])?
@@ -234,11 +245,16 @@ fn error_lines<'a>(messages: impl Iterator<Item = &'a str>) -> String {
 
 impl KeetServer {
     fn engine(&self, model: Option<String>) -> EngineOptions {
-        EngineOptions { model: model.or_else(|| self.settings.model.clone()), device: self.settings.device.clone(), threads: self.settings.threads }
+        EngineOptions {
+            model: model.or_else(|| self.settings.model.clone()),
+            device: self.settings.device.clone(),
+            threads: self.settings.threads,
+        }
     }
 
     fn cache_path(&self) -> Option<PathBuf> {
-        (!self.settings.no_cache).then(|| self.settings.cache.clone().filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(crate::cache::default_cache_path))
+        (!self.settings.no_cache)
+            .then(|| self.settings.cache.clone().filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(crate::cache::default_cache_path))
     }
 }
 
@@ -367,7 +383,9 @@ impl KeetServer {
                 text.push_str(&super::inspect::metrics_tables(&doc, true));
                 let most = metric_totals.iter().copied().max().unwrap_or(0);
                 text.push_str(&match next_offset {
-                    Some(n) => format!("\n(metrics {offset}..{n} of up to {most} per launch; call again with metrics_offset={n} for the next page)\n"),
+                    Some(n) => format!(
+                        "\n(metrics {offset}..{n} of up to {most} per launch; call again with metrics_offset={n} for the next page)\n"
+                    ),
                     None => format!("\n(metrics from {offset}: the last page; {most} at most per launch)\n"),
                 });
             }
@@ -495,7 +513,9 @@ impl KeetServer {
         blocking(move || {
             let cache = match crate::cache::Cache::open_existing(&path) {
                 Ok(Some(c)) => c,
-                Ok(None) => return tool_error(format!("no analysis with id {} ({} does not exist; call explain first)", p.id, path.display())),
+                Ok(None) => {
+                    return tool_error(format!("no analysis with id {} ({} does not exist; call explain first)", p.id, path.display()))
+                }
                 Err(e) => return tool_error(e.to_string()),
             };
             let entry = match cache.show(p.id) {
@@ -555,7 +575,11 @@ impl KeetServer {
                     }
                 }
                 let errors = error_lines(doc.errors.iter().map(|e| e.message.as_str()));
-                return tool_error(if errors.is_empty() { "no kernel launches found in the profile".to_string() } else { errors.trim_end().to_string() });
+                return tool_error(if errors.is_empty() {
+                    "no kernel launches found in the profile".to_string()
+                } else {
+                    errors.trim_end().to_string()
+                });
             }
             kernels.sort_by(|a, b| b.1.total_cmp(&a.1));
             let more = kernels.len().saturating_sub(10);
@@ -593,7 +617,9 @@ impl KeetServer {
 /// tool error.)
 fn check_arguments(tool: &str, arguments: Option<&rmcp::model::JsonObject>) -> Result<(), ErrorData> {
     fn fits<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<(), ErrorData> {
-        serde_json::from_value::<T>(args).map(|_| ()).map_err(|e| ErrorData::invalid_params(format!("{tool}: wrong arguments: {e} (see the tool's input schema)"), None))
+        serde_json::from_value::<T>(args)
+            .map(|_| ())
+            .map_err(|e| ErrorData::invalid_params(format!("{tool}: wrong arguments: {e} (see the tool's input schema)"), None))
     }
     let args = Value::Object(arguments.cloned().unwrap_or_default());
     match tool {

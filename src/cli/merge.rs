@@ -24,10 +24,7 @@ pub struct MergeArgs {
 }
 
 pub fn run(a: MergeArgs) -> anyhow::Result<i32> {
-    let opts = MergeOptions {
-        engine: a.model.engine_options(),
-        cache: a.cache.path(),
-    };
+    let opts = MergeOptions { engine: a.model.engine_options(), cache: a.cache.path() };
     let (report, _) = match merge::merge(&a.parts, &opts) {
         Ok(r) => r,
         Err(e @ merge::MergeError::Explain(_)) => return Err(e.into()),

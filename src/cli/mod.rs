@@ -3,8 +3,8 @@
 
 pub mod args;
 pub mod bench;
-pub mod bench_explain;
 pub mod bench_batch;
+pub mod bench_explain;
 pub mod bench_ingest;
 pub mod bench_synthetic;
 pub mod cache;

@@ -135,7 +135,12 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         run_tokens += t.prompt_tokens - t.reused_tokens;
         progress(run_tokens);
     }
-    let answers = set.questions.iter().zip(given).map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given }).collect();
+    let answers = set
+        .questions
+        .iter()
+        .zip(given)
+        .map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given })
+        .collect();
     let costs = plan
         .conditions
         .iter()

@@ -194,7 +194,8 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         }
         if let Some(d) = questions::most_gain(&profile_kernels) {
             let ctx = set.contexts.len();
-            let launches: Vec<(&KernelExplanation, &Launch)> = kernels.iter().filter_map(|k| Some((*k, *by_id.get(&k.analysis.id)?))).collect();
+            let launches: Vec<(&KernelExplanation, &Launch)> =
+                kernels.iter().filter_map(|k| Some((*k, *by_id.get(&k.analysis.id)?))).collect();
             set.contexts.push(profile_contexts(&report, &launches, file));
             set.sources.push(ContextSource { file: file.clone(), rank: None });
             for per_seed in drafts.iter_mut() {
@@ -209,7 +210,8 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
     for ((seed, mut per_seed), rng) in seeds.iter().zip(drafts).zip(rngs.iter_mut()) {
         per_seed.shuffle(rng);
         for (i, (d, file, kernel, context)) in per_seed.into_iter().enumerate() {
-            let mut options: Vec<(String, bool)> = std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
+            let mut options: Vec<(String, bool)> =
+                std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
             options.shuffle(rng);
             let at = options.iter().position(|o| o.1).expect("the correct option is among the options");
             set.questions.push(Question {
@@ -232,7 +234,15 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
 
 /// The explain options of the rule-layer report the questions' contexts come from.
 fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
-    ExplainOptions { top: opts.top.max(1), coverage_pct: 100.0, no_llm: true, cache: None, jobs: opts.jobs, progress: false, ..Default::default() }
+    ExplainOptions {
+        top: opts.top.max(1),
+        coverage_pct: 100.0,
+        no_llm: true,
+        cache: None,
+        jobs: opts.jobs,
+        progress: false,
+        ..Default::default()
+    }
 }
 
 /// Runs keet's explain stage with the model for every profile of `set` (the same kernels as the
@@ -295,7 +305,8 @@ pub fn explained_text(report: &ExplainReport) -> String {
 /// differ in their shape).
 fn kernel_label(k: &KernelExplanation) -> String {
     let a = &k.analysis;
-    let name: String = if a.name.chars().count() > 80 { format!("{}...", a.name.chars().take(80).collect::<String>()) } else { a.name.clone() };
+    let name: String =
+        if a.name.chars().count() > 80 { format!("{}...", a.name.chars().take(80).collect::<String>()) } else { a.name.clone() };
     let shape = |s: Option<[u64; 3]>| s.map(|v| format!("({},{},{})", v[0], v[1], v[2])).unwrap_or_else(|| "?".into());
     format!("{name} grid {} block {}", shape(a.grid_size), shape(a.block_size))
 }
@@ -352,7 +363,8 @@ pub fn raw_table(kernels: &[(&KernelExplanation, &Launch)]) -> String {
 /// The metrics of the raw table for one launch, sorted by name.
 fn raw_rows(k: &KernelExplanation, launch: &Launch) -> Vec<(String, String)> {
     let t = questions::table();
-    let mut names: std::collections::BTreeSet<String> = k.analysis.facts.all().iter().flat_map(|f| f.evidence.iter().map(|e| e.metric.clone())).collect();
+    let mut names: std::collections::BTreeSet<String> =
+        k.analysis.facts.all().iter().flat_map(|f| f.evidence.iter().map(|e| e.metric.clone())).collect();
     for v in t.metrics.values() {
         if let Some(a) = v.as_array() {
             names.extend(a.iter().filter_map(|x| x.as_str()).map(str::to_string));

@@ -191,10 +191,17 @@ impl<'a> Raw<'a> {
 
 /// The kernel's questions (every kind but [`QuestionKind::MostGain`]), for the kernel named `label`.
 pub fn kernel_questions(launch: &Launch, label: &str, rng: &mut StdRng) -> Vec<Draft> {
-    [bound_unit(launch, label), occupancy_limiter(launch, label), sector_waste(launch, label), top_stall(launch, label), grid_fill(launch, label), primary_fix(launch, label, rng)]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        bound_unit(launch, label),
+        occupancy_limiter(launch, label),
+        sector_waste(launch, label),
+        top_stall(launch, label),
+        grid_fill(launch, label),
+        primary_fix(launch, label, rng),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 fn stem(kind: &Kind, label: &str) -> String {
@@ -395,7 +402,9 @@ fn primary_problems(launch: &Launch, r: &mut Raw) -> Vec<&'static str> {
     let memory_busy = top != "sm" && top_pct >= th.busy_unit_pct;
     let uncoalesced = [("load_bytes_per_sector", "load_bytes_per_sector_pct"), ("store_bytes_per_sector", "store_bytes_per_sector_pct")]
         .iter()
-        .any(|(a, p)| r.get(a).or_else(|| r.get(p).map(|x| x * 32.0 / 100.0)).is_some_and(|b| b > 0.0 && b < th.uncoalesced_bytes_per_sector));
+        .any(|(a, p)| {
+            r.get(a).or_else(|| r.get(p).map(|x| x * 32.0 / 100.0)).is_some_and(|b| b > 0.0 && b < th.uncoalesced_bytes_per_sector)
+        });
     if memory_busy && uncoalesced {
         found.push("coalesce");
     }
@@ -476,7 +485,12 @@ pub fn most_gain(kernels: &[ProfileKernel]) -> Option<Draft> {
     let mut basis = Vec::new();
     for (i, _, b) in &scored {
         if *i == answer || by_time[..3].contains(i) {
-            basis.push(Basis { metric: "gpu__time_duration.sum (all launches)".into(), value: kernels[*i].total_ns, raw: format!("{} ns", kernels[*i].total_ns), kernel: kernels[*i].label.clone() });
+            basis.push(Basis {
+                metric: "gpu__time_duration.sum (all launches)".into(),
+                value: kernels[*i].total_ns,
+                raw: format!("{} ns", kernels[*i].total_ns),
+                kernel: kernels[*i].label.clone(),
+            });
             basis.extend(b.iter().cloned());
         }
     }

@@ -140,7 +140,13 @@ fn row(kind: String, rows: &[(&Key, &Answered)], formats: &[String]) -> Row {
             let vs_raw = (has_baseline && f != BASELINE).then(|| {
                 let wins = rows.iter().filter(|(k, a)| right(f, k, a) && !right(BASELINE, k, a)).count();
                 let losses = rows.iter().filter(|(k, a)| !right(f, k, a) && right(BASELINE, k, a)).count();
-                Paired { against: BASELINE.into(), wins, losses, delta_pts: pct(correct) - pct(baseline_correct), p_value: sign_test_p(wins, losses) }
+                Paired {
+                    against: BASELINE.into(),
+                    wins,
+                    losses,
+                    delta_pts: pct(correct) - pct(baseline_correct),
+                    p_value: sign_test_p(wins, losses),
+                }
             });
             Cell { format: f.clone(), correct, accuracy_pct: pct(correct), ci95_low_pct: lo, ci95_high_pct: hi, vs_raw }
         })
@@ -317,7 +323,11 @@ pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered
         _ => 5,
     };
     formats.sort_by_key(order);
-    let answers = questions.iter().zip(given).map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given }).collect();
+    let answers = questions
+        .iter()
+        .zip(given)
+        .map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given })
+        .collect();
     Ok((answers, formats))
 }
 

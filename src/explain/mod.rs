@@ -18,8 +18,8 @@ use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
 use crate::llm::template::ChatMessage;
 use crate::profile::{Launch, Profile};
-use crate::rules;
 use crate::prose::Field;
+use crate::rules;
 use crate::validate::{self, Context};
 use report::*;
 use std::path::PathBuf;
@@ -399,9 +399,11 @@ pub fn explain_table(
     let model_info = match (&model, &model_source) {
         (Some(m), _) => Some(m.info.clone()),
         (None, ModelSource::Resolved(r, sha)) => Some(ModelInfo {
-            name: r.manifest.as_ref().map(|m| m.name.clone()).unwrap_or_else(|| {
-                r.location.path().file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
-            }),
+            name: r
+                .manifest
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_else(|| r.location.path().file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
             path: r.location.path().display().to_string(),
             sha256: sha.clone(),
             device: opts.engine.device.clone().unwrap_or_else(|| "cpu".into()),
@@ -501,8 +503,8 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 /// The cache key of one kernel analysis: its facts and identity, the model, the prompt templates,
 /// the decoding settings and keet's version.
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
-    let facts_json = serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines))
-        .expect("facts serialise");
+    let facts_json =
+        serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
     let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v5", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
@@ -864,8 +866,10 @@ fn explain_with_model(
         }
         f.suggestions = keep;
         let writer_of = |fl: Field| writers.iter().find(|w| w.0 == fl).map(|w| w.1).unwrap_or(Writer::Expert);
-        let text_origin = TextOrigin { claim: writer_of(Field::Claim), explanation: writer_of(Field::Explanation), suggestions: sug_writers };
-        let model_sentences = [text_origin.claim, text_origin.explanation].iter().chain(&text_origin.suggestions).filter(|w| **w != Writer::Expert).count();
+        let text_origin =
+            TextOrigin { claim: writer_of(Field::Claim), explanation: writer_of(Field::Explanation), suggestions: sug_writers };
+        let model_sentences =
+            [text_origin.claim, text_origin.explanation].iter().chain(&text_origin.suggestions).filter(|w| **w != Writer::Expert).count();
         counts.shown += model_sentences;
         earlier.push(f.claim.clone());
         earlier.push(f.explanation.clone());
@@ -966,7 +970,8 @@ mod tests {
 
     #[test]
     fn expert_text_splits_into_sentences() {
-        let s = sentences("The memory system moves whole 32-byte sectors; most of them carry no useful bytes. That traffic competes for DRAM.");
+        let s =
+            sentences("The memory system moves whole 32-byte sectors; most of them carry no useful bytes. That traffic competes for DRAM.");
         assert_eq!(
             s,
             vec![

@@ -2,9 +2,9 @@
 //! kernel's identity, salient facts (values and units) and the rule layer's findings.
 
 use super::report::{KernelGroup, SourceLine};
+use super::schema;
 use crate::analysis::LaunchAnalysis;
 use crate::rules;
-use super::schema;
 use crate::validate::Context;
 use minijinja::Environment;
 use serde_json::json;
@@ -136,16 +136,24 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     let regime = match (&f.bound, la.diagnosis.regime) {
         (_, "unknown") => "not diagnosed (the profile lacks the throughput sections)".to_string(),
         (Some(b), r) => match (b.busiest_unit, b.busiest_pct) {
-            (Some(u), Some(p)) => format!("{r}; busiest unit {u} at {} of peak, headroom {}", fmt_value(p, "%"), fmt_value((100.0 - p).max(0.0), "%")),
+            (Some(u), Some(p)) => {
+                format!("{r}; busiest unit {u} at {} of peak, headroom {}", fmt_value(p, "%"), fmt_value((100.0 - p).max(0.0), "%"))
+            }
             _ => r.to_string(),
         },
         (None, r) => r.to_string(),
     };
     let _ = writeln!(out, "Regime: {regime}");
-    let units: Vec<String> = [("SM", &f.sm_throughput_pct), ("memory", &f.memory_throughput_pct), ("DRAM", &f.dram_throughput_pct), ("L1/TEX", &f.l1_throughput_pct), ("L2", &f.l2_throughput_pct)]
-        .into_iter()
-        .filter_map(|(u, x)| x.as_ref().map(|x| format!("{u} {}", fmt_value(x.value, "%"))))
-        .collect();
+    let units: Vec<String> = [
+        ("SM", &f.sm_throughput_pct),
+        ("memory", &f.memory_throughput_pct),
+        ("DRAM", &f.dram_throughput_pct),
+        ("L1/TEX", &f.l1_throughput_pct),
+        ("L2", &f.l2_throughput_pct),
+    ]
+    .into_iter()
+    .filter_map(|(u, x)| x.as_ref().map(|x| format!("{u} {}", fmt_value(x.value, "%"))))
+    .collect();
     if !units.is_empty() {
         let _ = writeln!(out, "Throughput (% of peak): {}", units.join(", "));
     }
@@ -183,9 +191,23 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
         let _ = writeln!(out, "Warp stalls (share of stall cycles): {}", stalls.join("; "));
     }
     let shown = [
-        "duration_ns", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct",
-        "achieved_occupancy_pct", "theoretical_occupancy_pct", "registers_per_thread", "shared_mem_per_block_bytes", "grid_blocks",
-        "block_threads", "sm_count", "waves_per_sm", "sm_clock_hz", "elapsed_cycles", "warp_instructions",
+        "duration_ns",
+        "sm_throughput_pct",
+        "memory_throughput_pct",
+        "dram_throughput_pct",
+        "l1_throughput_pct",
+        "l2_throughput_pct",
+        "achieved_occupancy_pct",
+        "theoretical_occupancy_pct",
+        "registers_per_thread",
+        "shared_mem_per_block_bytes",
+        "grid_blocks",
+        "block_threads",
+        "sm_count",
+        "waves_per_sm",
+        "sm_clock_hz",
+        "elapsed_cycles",
+        "warp_instructions",
     ];
     let cited: Vec<&str> = ctx.rules.iter().flat_map(|r| r.facts.iter().copied()).collect();
     let others: Vec<String> = f
@@ -204,7 +226,14 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
                 Some(p) => format!("; a fix saves at most {} of this kernel's time", fmt_value(p, "%")),
                 None => String::new(),
             };
-            let _ = writeln!(out, "{}. {} ({}{bound}): {}", i + 1, r.category.as_str(), serde_json::to_value(r.severity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), r.claim);
+            let _ = writeln!(
+                out,
+                "{}. {} ({}{bound}): {}",
+                i + 1,
+                r.category.as_str(),
+                serde_json::to_value(r.severity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                r.claim
+            );
         }
     }
     for m in &la.diagnosis.missing {
@@ -214,7 +243,10 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     let mut source = String::new();
     for s in lines.iter().take(5) {
         let loc = match (&s.file, s.line) {
-            (Some(file), Some(n)) => format!("{}:{n}", std::path::Path::new(file).file_name().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| file.clone())),
+            (Some(file), Some(n)) => format!(
+                "{}:{n}",
+                std::path::Path::new(file).file_name().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| file.clone())
+            ),
             (None, Some(n)) => format!("line {n}"),
             _ => "SASS".into(),
         };

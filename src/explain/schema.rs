@@ -135,7 +135,11 @@ pub fn findings_schema(ctx: &Context, max_findings: usize) -> Option<Value> {
 }
 
 /// The schema for one launch with the text of each category's fields given by `text_of`.
-pub fn findings_schema_with(ctx: &Context, max_findings: usize, text_of: impl Fn(crate::rules::Category, TextField) -> Value) -> Option<Value> {
+pub fn findings_schema_with(
+    ctx: &Context,
+    max_findings: usize,
+    text_of: impl Fn(crate::rules::Category, TextField) -> Value,
+) -> Option<Value> {
     let mut alternatives = Vec::new();
     let mut seen = Vec::new();
     for r in ctx.rules {

@@ -66,11 +66,7 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
 
 /// A launch's `gpu__time_duration.sum` in ns (0 when absent): what groups are ranked by.
 pub fn duration_ns(l: &Launch) -> f64 {
-    l.metrics
-        .get("gpu__time_duration.sum")
-        .filter(|m| *m.unit == crate::profile::Unit::Nanoseconds)
-        .and_then(|m| m.as_f64())
-        .unwrap_or(0.0)
+    l.metrics.get("gpu__time_duration.sum").filter(|m| *m.unit == crate::profile::Unit::Nanoseconds).and_then(|m| m.as_f64()).unwrap_or(0.0)
 }
 
 /// Groups identical launches across all profiles, longest total time first (ties: first seen).
@@ -155,7 +151,15 @@ mod tests {
         let mut l = Launch { id, name: name.into(), block_size: Some([128, 1, 1]), grid_size: Some([10, 1, 1]), ..Default::default() };
         l.metrics.insert(
             "gpu__time_duration.sum",
-            Metric { value: MetricValue::Number(ns), unit: &Unit::Nanoseconds, raw_value: &ns.to_string(), raw_unit: "ns", label: None, section: None, origin: Default::default() },
+            Metric {
+                value: MetricValue::Number(ns),
+                unit: &Unit::Nanoseconds,
+                raw_value: &ns.to_string(),
+                raw_unit: "ns",
+                label: None,
+                section: None,
+                origin: Default::default(),
+            },
         );
         l
     }

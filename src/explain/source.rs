@@ -39,7 +39,13 @@ fn strip_args(name: &str) -> &str {
 /// The first preferred column that has any counts (a profile without stall samples falls back to
 /// executed instructions).
 fn pick_column(view: &SourceView) -> Option<usize> {
-    let prefs = ["Warp Stall Sampling (All Samples)", "Warp Stall Sampling", "Sampling", "L2 Theoretical Sectors Global Excessive", "Instructions Executed"];
+    let prefs = [
+        "Warp Stall Sampling (All Samples)",
+        "Warp Stall Sampling",
+        "Sampling",
+        "L2 Theoretical Sectors Global Excessive",
+        "Instructions Executed",
+    ];
     for p in prefs {
         if let Some(i) = view.columns.iter().position(|c| c.contains(p)) {
             let total: f64 = view.rows.iter().filter_map(|r| r.values.get(i).copied().flatten()).sum();
@@ -66,7 +72,8 @@ pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
     if total <= 0.0 {
         return vec![];
     }
-    let mut ranked: Vec<_> = rows.iter().filter_map(|r| r.values.get(col).copied().flatten().filter(|v| *v > 0.0).map(|v| (v, *r))).collect();
+    let mut ranked: Vec<_> =
+        rows.iter().filter_map(|r| r.values.get(col).copied().flatten().filter(|v| *v > 0.0).map(|v| (v, *r))).collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
     let texts: Vec<(PathBuf, Vec<String>)> = source_files
         .iter()
@@ -104,8 +111,12 @@ pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
 /// The lines a finding of `category` points at: none for launch-shape problems.
 pub fn lines_for(category: Category, lines: &[SourceLine]) -> Vec<SourceLine> {
     match category {
-        Category::GridTooSmall | Category::BlockSize | Category::TailEffect | Category::OccupancyRegisters
-        | Category::OccupancySharedMemory | Category::OccupancyOther => vec![],
+        Category::GridTooSmall
+        | Category::BlockSize
+        | Category::TailEffect
+        | Category::OccupancyRegisters
+        | Category::OccupancySharedMemory
+        | Category::OccupancyOther => vec![],
         _ => lines.iter().take(3).cloned().collect(),
     }
 }

@@ -39,7 +39,13 @@ const fn spec(key: &'static str, label: &'static str, unit: &'static str, metric
 pub const CATALOGUE: &[FactSpec] = &[
     spec("duration_ns", "Duration", "ns", &["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"], Read::Nanoseconds),
     spec("sm_throughput_pct", "Compute (SM) throughput", "%", &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
-    spec("memory_throughput_pct", "Memory throughput", "%", &["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
+    spec(
+        "memory_throughput_pct",
+        "Memory throughput",
+        "%",
+        &["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
+        Read::Percent,
+    ),
     spec(
         "dram_throughput_pct",
         "DRAM throughput",
@@ -151,7 +157,10 @@ pub const CATALOGUE: &[FactSpec] = &[
         "L2 atomic unit busy (busiest slice)",
         "%",
         // The busiest slice shows contention on one address; the average hides it.
-        &["lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed", "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"],
+        &[
+            "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed",
+            "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        ],
         Read::Percent,
     ),
     spec("global_load_sectors", "Global load sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], Read::Copy),

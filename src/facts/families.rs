@@ -16,7 +16,9 @@ pub(super) fn throughput(r: &Reader, f: &mut Facts) {
     f.l2_throughput_pct = r.spec("l2_throughput_pct");
     // DRAM from the DRAM table alone (read and write shares of peak add up to the throughput).
     if f.dram_throughput_pct.is_none() {
-        if let Some((sum, ev)) = r.sum(&["dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "dram__bytes_write.sum.pct_of_peak_sustained_elapsed"]) {
+        if let Some((sum, ev)) =
+            r.sum(&["dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "dram__bytes_write.sum.pct_of_peak_sustained_elapsed"])
+        {
             if sum <= MAX_PCT_OF_PEAK {
                 f.dram_throughput_pct = derived("dram_throughput_pct", "DRAM throughput (read + write)", "%", sum, ev);
             }
@@ -48,7 +50,8 @@ pub(super) fn unified_memory(r: &Reader, f: &mut Facts) {
     }
     let dram_bytes_zero = r.sum(&["dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes.sum"]).is_none_or(|(b, _)| b <= 0.0);
     let l2_moved = f.l2_throughput_pct.as_ref().is_some_and(|l| l.value >= 1.0)
-        || r.sum(&["lts__t_sectors.sum", "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum"]).is_some_and(|(s, _)| s > 0.0)
+        || r.sum(&["lts__t_sectors.sum", "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum"])
+            .is_some_and(|(s, _)| s > 0.0)
         || f.memory_throughput_pct.as_ref().is_some_and(|m| m.value >= 1.0);
     if integrated || (dram_bytes_zero && l2_moved) {
         let d = f.dram_throughput_pct.take().expect("checked above");
@@ -71,7 +74,8 @@ pub(super) fn combined_memory(f: &mut Facts) {
             .chain(f.l1_throughput_pct.iter().filter(|x| x.evidence.iter().all(|e| e.metric.contains("elapsed"))))
             .max_by(|a, b| a.value.total_cmp(&b.value));
         if let Some(b) = best {
-            f.memory_throughput_pct = derived("memory_throughput_pct", "Memory throughput (busiest memory unit measured)", "%", b.value, b.evidence.clone());
+            f.memory_throughput_pct =
+                derived("memory_throughput_pct", "Memory throughput (busiest memory unit measured)", "%", b.value, b.evidence.clone());
         }
     }
 }
@@ -102,7 +106,13 @@ pub(super) fn occupancy(r: &Reader, f: &mut Facts) {
     if let Some((limiter, v, e)) = best {
         f.occupancy_limit = Some(OccupancyLimit {
             limiter,
-            blocks_per_sm: Fact { key: "occupancy_limit_blocks_per_sm", label: "Blocks per SM allowed by the limiter", value: v, unit: "block", evidence: vec![e] },
+            blocks_per_sm: Fact {
+                key: "occupancy_limit_blocks_per_sm",
+                label: "Blocks per SM allowed by the limiter",
+                value: v,
+                unit: "block",
+                evidence: vec![e],
+            },
         });
     }
 }
@@ -121,10 +131,12 @@ pub(super) fn issue_and_divergence(r: &Reader, f: &mut Facts) {
         r.num(&["smsp__sass_branch_targets_threads_uniform.sum", "smsp__branch_targets_threads_uniform"]),
     ) {
         if d + u > 0.0 {
-            f.divergent_branch_pct = derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 * d / (d + u), vec![e1, e2]);
+            f.divergent_branch_pct =
+                derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 * d / (d + u), vec![e1, e2]);
         }
     } else if let Some(u) = &f.branch_uniform_pct {
-        f.divergent_branch_pct = derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 - u.value, u.evidence.clone());
+        f.divergent_branch_pct =
+            derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 - u.value, u.evidence.clone());
     }
 }
 
@@ -137,8 +149,18 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
     f.global_store_bytes_per_sector = r.spec("global_store_bytes_per_sector");
     // Bytes per sector as a percentage of the 32-byte sector (the `.pct` form of the same metric).
     for (slot, key, label, name) in [
-        (&mut f.global_load_bytes_per_sector, "global_load_bytes_per_sector", "Bytes used per sector (global loads)", "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"),
-        (&mut f.global_store_bytes_per_sector, "global_store_bytes_per_sector", "Bytes used per sector (global stores)", "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct"),
+        (
+            &mut f.global_load_bytes_per_sector,
+            "global_load_bytes_per_sector",
+            "Bytes used per sector (global loads)",
+            "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+        ),
+        (
+            &mut f.global_store_bytes_per_sector,
+            "global_store_bytes_per_sector",
+            "Bytes used per sector (global stores)",
+            "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct",
+        ),
     ] {
         if slot.is_none() {
             if let Some((p, e)) = r.num(&[name]) {
@@ -161,16 +183,80 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
     const LD_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"];
     const ST_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"];
     let (ld, st) = ("global_load_sectors_per_request", "global_store_sectors_per_request");
-    f.global_load_sectors_per_request = ratio(ld, "Sectors per global load request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], LD_REQ, false)
-        .or_else(|| r.fact(ld, "Sectors per global load request", "sector/request", &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"]))
-        .or_else(|| ratio(ld, "Sectors per global load request (L2-side sectors: lts__t_sectors_srcunit_tex_op_read)", &["lts__t_sectors_srcunit_tex_op_read.sum"], LD_REQ, false))
-        .or_else(|| ratio(ld, "Sectors per global load request (xbar sectors: l1tex__m_xbar2l1tex_read_sectors)", &["l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_xbar2l1tex_read_sectors_mem_global_op_ld.sum"], LD_REQ, false))
-        .or_else(|| ratio(ld, "Sectors per global load request (xbar bytes / 32: l1tex__m_xbar2l1tex_read_bytes)", &["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_ld.sum"], LD_REQ, true));
-    f.global_store_sectors_per_request = ratio(st, "Sectors per global store request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], ST_REQ, false)
-        .or_else(|| r.fact(st, "Sectors per global store request", "sector/request", &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"]))
-        .or_else(|| ratio(st, "Sectors per global store request (L2-side sectors: lts__t_sectors_srcunit_tex_op_write)", &["lts__t_sectors_srcunit_tex_op_write.sum"], ST_REQ, false))
-        .or_else(|| ratio(st, "Sectors per global store request (xbar sectors: l1tex__m_l1tex2xbar_write_sectors)", &["l1tex__m_l1tex2xbar_write_sectors.sum", "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_st.sum"], ST_REQ, false))
-        .or_else(|| ratio(st, "Sectors per global store request (xbar bytes / 32: l1tex__m_l1tex2xbar_write_bytes)", &["l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes_mem_global_op_st.sum"], ST_REQ, true));
+    f.global_load_sectors_per_request =
+        ratio(ld, "Sectors per global load request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], LD_REQ, false)
+            .or_else(|| {
+                r.fact(
+                    ld,
+                    "Sectors per global load request",
+                    "sector/request",
+                    &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"],
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    ld,
+                    "Sectors per global load request (L2-side sectors: lts__t_sectors_srcunit_tex_op_read)",
+                    &["lts__t_sectors_srcunit_tex_op_read.sum"],
+                    LD_REQ,
+                    false,
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    ld,
+                    "Sectors per global load request (xbar sectors: l1tex__m_xbar2l1tex_read_sectors)",
+                    &["l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_xbar2l1tex_read_sectors_mem_global_op_ld.sum"],
+                    LD_REQ,
+                    false,
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    ld,
+                    "Sectors per global load request (xbar bytes / 32: l1tex__m_xbar2l1tex_read_bytes)",
+                    &["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_ld.sum"],
+                    LD_REQ,
+                    true,
+                )
+            });
+    f.global_store_sectors_per_request =
+        ratio(st, "Sectors per global store request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], ST_REQ, false)
+            .or_else(|| {
+                r.fact(
+                    st,
+                    "Sectors per global store request",
+                    "sector/request",
+                    &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"],
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    st,
+                    "Sectors per global store request (L2-side sectors: lts__t_sectors_srcunit_tex_op_write)",
+                    &["lts__t_sectors_srcunit_tex_op_write.sum"],
+                    ST_REQ,
+                    false,
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    st,
+                    "Sectors per global store request (xbar sectors: l1tex__m_l1tex2xbar_write_sectors)",
+                    &["l1tex__m_l1tex2xbar_write_sectors.sum", "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_st.sum"],
+                    ST_REQ,
+                    false,
+                )
+            })
+            .or_else(|| {
+                ratio(
+                    st,
+                    "Sectors per global store request (xbar bytes / 32: l1tex__m_l1tex2xbar_write_bytes)",
+                    &["l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes_mem_global_op_st.sum"],
+                    ST_REQ,
+                    true,
+                )
+            });
 
     if let (Some((ex, e1)), Some((tot, e2))) =
         (r.num(&["derived__memory_l2_theoretical_sectors_global_excessive"]), r.num(&["memory_l2_theoretical_sectors_global"]))
@@ -178,7 +264,8 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
         // The excessive count is written in bytes by recent ncu versions, the total in sectors (32 bytes).
         let ex_sectors = if e1.unit == "byte" { ex / 32.0 } else { ex };
         if tot > 0.0 {
-            f.global_excessive_sectors_pct = derived("global_excessive_sectors_pct", "Excessive global sectors", "%", 100.0 * ex_sectors / tot, vec![e1, e2]);
+            f.global_excessive_sectors_pct =
+                derived("global_excessive_sectors_pct", "Excessive global sectors", "%", 100.0 * ex_sectors / tot, vec![e1, e2]);
         }
     }
 }
@@ -187,29 +274,58 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
 pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
     if let (Some((w, e1)), Some((ideal, e2))) = (r.num(&["memory_l1_wavefronts_shared"]), r.num(&["memory_l1_wavefronts_shared_ideal"])) {
         if w > 0.0 {
-            f.shared_bank_conflict_pct =
-                derived("shared_bank_conflict_pct", "Shared-memory wavefronts from bank conflicts", "%", 100.0 * (w - ideal).max(0.0) / w, vec![e1, e2]);
+            f.shared_bank_conflict_pct = derived(
+                "shared_bank_conflict_pct",
+                "Shared-memory wavefronts from bank conflicts",
+                "%",
+                100.0 * (w - ideal).max(0.0) / w,
+                vec![e1, e2],
+            );
         }
     } else if let (Some((c, e1)), Some((w, e2))) =
         (r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"]), r.num(&["l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"]))
     {
         if w > 0.0 {
-            f.shared_bank_conflict_pct = derived("shared_bank_conflict_pct", "Shared-memory wavefronts from bank conflicts", "%", 100.0 * c.min(w) / w, vec![e1, e2]);
+            f.shared_bank_conflict_pct = derived(
+                "shared_bank_conflict_pct",
+                "Shared-memory wavefronts from bank conflicts",
+                "%",
+                100.0 * c.min(w) / w,
+                vec![e1, e2],
+            );
         }
     }
     f.shared_excess_wavefronts = r
-        .fact("shared_excess_wavefronts", "Shared-memory wavefronts from bank conflicts", "wavefront", &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"])
+        .fact(
+            "shared_excess_wavefronts",
+            "Shared-memory wavefronts from bank conflicts",
+            "wavefront",
+            &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"],
+        )
         .or_else(|| {
             let (w, e1) = r.num(&["memory_l1_wavefronts_shared"])?;
             let (ideal, e2) = r.num(&["memory_l1_wavefronts_shared_ideal"])?;
-            derived("shared_excess_wavefronts", "Shared-memory wavefronts beyond the ideal", "wavefront", (w - ideal).max(0.0), vec![e1, e2])
+            derived(
+                "shared_excess_wavefronts",
+                "Shared-memory wavefronts beyond the ideal",
+                "wavefront",
+                (w - ideal).max(0.0),
+                vec![e1, e2],
+            )
         });
     f.shared_bank_conflicts = match (
         r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]),
         r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
     ) {
-        (Some((a, e1)), Some((b, e2))) => derived("shared_bank_conflicts", "Shared-memory bank conflicts (ld+st)", "conflict", a + b, vec![e1, e2]),
-        _ => r.fact("shared_bank_conflicts", "Shared-memory bank conflicts", "conflict", &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"]),
+        (Some((a, e1)), Some((b, e2))) => {
+            derived("shared_bank_conflicts", "Shared-memory bank conflicts (ld+st)", "conflict", a + b, vec![e1, e2])
+        }
+        _ => r.fact(
+            "shared_bank_conflicts",
+            "Shared-memory bank conflicts",
+            "conflict",
+            &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"],
+        ),
     };
 }
 
@@ -217,15 +333,16 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
 pub(super) fn launch_shape(r: &Reader, f: &mut Facts) {
     let launch = r.launch;
     // A launch has at least one thread and one block: zeros (as stored for some launches) are no shape.
-    f.block_threads = r.fact("block_threads", "Threads per block", "thread", &["launch__block_size"]).filter(|x| x.value > 0.0).or_else(|| {
-        launch.block_size.filter(|b| b.iter().all(|x| *x > 0)).map(|b| Fact {
-            key: "block_threads",
-            label: "Threads per block",
-            value: (b[0] * b[1] * b[2]) as f64,
-            unit: "thread",
-            evidence: vec![shape_evidence("Block Size", b)],
-        })
-    });
+    f.block_threads =
+        r.fact("block_threads", "Threads per block", "thread", &["launch__block_size"]).filter(|x| x.value > 0.0).or_else(|| {
+            launch.block_size.filter(|b| b.iter().all(|x| *x > 0)).map(|b| Fact {
+                key: "block_threads",
+                label: "Threads per block",
+                value: (b[0] * b[1] * b[2]) as f64,
+                unit: "thread",
+                evidence: vec![shape_evidence("Block Size", b)],
+            })
+        });
     f.grid_blocks = r.fact("grid_blocks", "Blocks in the grid", "block", &["launch__grid_size"]).filter(|x| x.value > 0.0).or_else(|| {
         launch.grid_size.filter(|g| g.iter().all(|x| *x > 0)).map(|g| Fact {
             key: "grid_blocks",
@@ -258,7 +375,8 @@ pub(super) fn stalls(r: &Reader, f: &mut Facts) {
     let mut stalls: Vec<Stall> = Vec::new();
     let mut waiting: Vec<(String, f64, Evidence)> = Vec::new();
     for (name, m) in &launch.metrics {
-        let Some(reason) = name.strip_prefix("smsp__average_warps_issue_stalled_").and_then(|s| s.strip_suffix("_per_issue_active.ratio")) else {
+        let Some(reason) = name.strip_prefix("smsp__average_warps_issue_stalled_").and_then(|s| s.strip_suffix("_per_issue_active.ratio"))
+        else {
             continue;
         };
         if reason == "selected" || reason.ends_with("_not_issued") {
@@ -272,7 +390,13 @@ pub(super) fn stalls(r: &Reader, f: &mut Facts) {
                 }
                 stalls.push(Stall {
                     reason: reason.to_string(),
-                    cycles_per_issue: Fact { key: stall_key(reason), label: "Stall cycles per issued instruction", value: v, unit: "cycle", evidence: vec![ev] },
+                    cycles_per_issue: Fact {
+                        key: stall_key(reason),
+                        label: "Stall cycles per issued instruction",
+                        value: v,
+                        unit: "cycle",
+                        evidence: vec![ev],
+                    },
                     share_pct: None,
                 });
             }
@@ -297,32 +421,52 @@ pub(super) fn stalls(r: &Reader, f: &mut Facts) {
             ev.extend(waiting.iter().filter(|w| !reasons.contains(&w.0.as_str())).map(|w| w.2.clone()));
             derived(key, label, "%", 100.0 * v / waiting_total, ev)
         };
-        f.stall_memory_share_pct =
-            share("stall_memory_share_pct", "Waiting on global/local memory (long scoreboard + LG throttle), share of stall cycles", &["long_scoreboard", "lg_throttle"]);
-        f.stall_shared_share_pct =
-            share("stall_shared_share_pct", "Waiting on shared memory / MIO (MIO throttle + short scoreboard), share of stall cycles", &["mio_throttle", "short_scoreboard"]);
-        f.stall_drain_share_pct = share("stall_drain_share_pct", "Waiting on store drain and fences (drain + membar), share of stall cycles", &["drain", "membar"]);
+        f.stall_memory_share_pct = share(
+            "stall_memory_share_pct",
+            "Waiting on global/local memory (long scoreboard + LG throttle), share of stall cycles",
+            &["long_scoreboard", "lg_throttle"],
+        );
+        f.stall_shared_share_pct = share(
+            "stall_shared_share_pct",
+            "Waiting on shared memory / MIO (MIO throttle + short scoreboard), share of stall cycles",
+            &["mio_throttle", "short_scoreboard"],
+        );
+        f.stall_drain_share_pct = share(
+            "stall_drain_share_pct",
+            "Waiting on store drain and fences (drain + membar), share of stall cycles",
+            &["drain", "membar"],
+        );
     }
 }
 
 /// Local memory (spills and local arrays): its instructions, sectors, and its share of the traffic.
 pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
     f.spill_instructions = r.spec("spill_instructions");
-    f.local_memory_sectors = match (r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum"]), r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"])) {
-        (Some((a, e1)), Some((b, e2))) => derived("local_memory_sectors", "Local-memory sectors (ld+st)", "sector", a + b, vec![e1, e2]),
-        (Some((a, e)), None) | (None, Some((a, e))) => derived("local_memory_sectors", "Local-memory sectors", "sector", a, vec![e]),
-        _ => None,
-    };
+    f.local_memory_sectors =
+        match (r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum"]), r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"])) {
+            (Some((a, e1)), Some((b, e2))) => {
+                derived("local_memory_sectors", "Local-memory sectors (ld+st)", "sector", a + b, vec![e1, e2])
+            }
+            (Some((a, e)), None) | (None, Some((a, e))) => derived("local_memory_sectors", "Local-memory sectors", "sector", a, vec![e]),
+            _ => None,
+        };
     let ld = r.num(&["sass__inst_executed_local_loads", "smsp__sass_inst_executed_op_local_ld.sum", "smsp__inst_executed_op_local_ld.sum"]);
-    let st = r.num(&["sass__inst_executed_local_stores", "smsp__sass_inst_executed_op_local_st.sum", "smsp__inst_executed_op_local_st.sum"]);
+    let st =
+        r.num(&["sass__inst_executed_local_stores", "smsp__sass_inst_executed_op_local_st.sum", "smsp__inst_executed_op_local_st.sum"]);
     f.local_memory_instructions = match (ld, st) {
-        (Some((a, e1)), Some((b, e2))) => derived("local_memory_instructions", "Local-memory instructions (ld+st)", "inst", a + b, vec![e1, e2]),
-        (Some((a, e)), None) | (None, Some((a, e))) => derived("local_memory_instructions", "Local-memory instructions", "inst", a, vec![e]),
+        (Some((a, e1)), Some((b, e2))) => {
+            derived("local_memory_instructions", "Local-memory instructions (ld+st)", "inst", a + b, vec![e1, e2])
+        }
+        (Some((a, e)), None) | (None, Some((a, e))) => {
+            derived("local_memory_instructions", "Local-memory instructions", "inst", a, vec![e])
+        }
         _ => None,
     };
     // Share of traffic: L2's theoretical sectors by space, else L1's sectors.
     f.local_traffic_pct = match (r.num(&["memory_l2_theoretical_sectors_local"]), r.num(&["memory_l2_theoretical_sectors_global"])) {
-        (Some((l, e1)), Some((g, e2))) if l + g > 0.0 => derived("local_traffic_pct", "Local memory's share of L2 sectors", "%", 100.0 * l / (l + g), vec![e1, e2]),
+        (Some((l, e1)), Some((g, e2))) if l + g > 0.0 => {
+            derived("local_traffic_pct", "Local memory's share of L2 sectors", "%", 100.0 * l / (l + g), vec![e1, e2])
+        }
         _ => {
             let local = f.local_memory_sectors.as_ref();
             let global: Vec<&Fact> = [&f.global_load_sectors, &f.global_store_sectors].into_iter().flatten().collect();
@@ -331,7 +475,11 @@ pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
                     let g: f64 = global.iter().map(|x| x.value).sum();
                     let mut ev = l.evidence.clone();
                     ev.extend(global.iter().flat_map(|x| x.evidence.clone()));
-                    (l.value + g > 0.0).then(|| derived("local_traffic_pct", "Local memory's share of L1 sectors", "%", 100.0 * l.value / (l.value + g), ev)).flatten()
+                    (l.value + g > 0.0)
+                        .then(|| {
+                            derived("local_traffic_pct", "Local memory's share of L1 sectors", "%", 100.0 * l.value / (l.value + g), ev)
+                        })
+                        .flatten()
                 }
                 _ => None,
             }
@@ -358,13 +506,26 @@ pub(super) fn atomics(r: &Reader, f: &mut Facts) {
     let parts: Vec<(f64, Evidence)> = [atom, red].into_iter().flatten().collect();
     if !parts.is_empty() {
         let requests: f64 = parts.iter().map(|p| p.0).sum();
-        f.atomic_requests =
-            derived("atomic_requests", "Global atomic/reduction requests", "request", requests, parts.iter().map(|p| p.1.clone()).collect());
+        f.atomic_requests = derived(
+            "atomic_requests",
+            "Global atomic/reduction requests",
+            "request",
+            requests,
+            parts.iter().map(|p| p.1.clone()).collect(),
+        );
         if requests > 0.0 {
-            if let Some((sectors, mut ev)) = r.sum(&["l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum"]) {
+            if let Some((sectors, mut ev)) =
+                r.sum(&["l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum"])
+            {
                 ev.extend(parts.into_iter().map(|p| p.1));
                 if sectors > 0.0 {
-                    f.atomic_sectors_per_request = derived("atomic_sectors_per_request", "Sectors per global atomic/reduction request", "sector/request", sectors / requests, ev);
+                    f.atomic_sectors_per_request = derived(
+                        "atomic_sectors_per_request",
+                        "Sectors per global atomic/reduction request",
+                        "sector/request",
+                        sectors / requests,
+                        ev,
+                    );
                 }
             }
         }
@@ -423,19 +584,26 @@ pub(super) fn pipes(r: &Reader, f: &mut Facts) {
 /// SM clock and elapsed cycles, for estimates in cycles.
 pub(super) fn clock(r: &Reader, f: &mut Facts) {
     f.sm_clock_hz = r
-        .fact_unit("sm_clock_hz", "SM clock", "Hz", &["sm__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.avg.per_second"], &Unit::Hertz)
+        .fact_unit(
+            "sm_clock_hz",
+            "SM clock",
+            "Hz",
+            &["sm__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.avg.per_second"],
+            &Unit::Hertz,
+        )
         .or_else(|| {
             // The device's rated clock; CUDA's attribute is in kHz (1e5..1e7 for any GPU made), a normalised Hz value is >= 1e8.
             let (v, e) = r.num(&["device__attribute_clock_rate"])?;
             let hz = if v < 1e7 { v * 1e3 } else { v };
             derived("sm_clock_hz", "SM clock (device rating)", "Hz", hz, vec![e])
         });
-    f.elapsed_cycles = r.fact("elapsed_cycles", "Elapsed SM cycles", "cycle", &["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max"]).or_else(|| {
-        let (d, c) = (f.duration_ns.as_ref()?, f.sm_clock_hz.as_ref()?);
-        let mut ev = d.evidence.clone();
-        ev.extend(c.evidence.clone());
-        derived("elapsed_cycles", "Elapsed SM cycles (duration x clock)", "cycle", d.value * 1e-9 * c.value, ev)
-    });
+    f.elapsed_cycles =
+        r.fact("elapsed_cycles", "Elapsed SM cycles", "cycle", &["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max"]).or_else(|| {
+            let (d, c) = (f.duration_ns.as_ref()?, f.sm_clock_hz.as_ref()?);
+            let mut ev = d.evidence.clone();
+            ev.extend(c.evidence.clone());
+            derived("elapsed_cycles", "Elapsed SM cycles (duration x clock)", "cycle", d.value * 1e-9 * c.value, ev)
+        });
 }
 
 fn stall_key(reason: &str) -> &'static str {
@@ -560,7 +728,9 @@ pub(super) fn roofline(r: &Reader, duration: Option<&Fact>) -> Roofline {
     if let (Some((p, e1)), Some((hz, e2))) = (r.num(&["dram__bytes.sum.peak_sustained"]), r.num(&["dram__cycles_elapsed.avg.per_second"])) {
         rf.peak_dram_bytes_per_s = derived("peak_dram_bytes_per_s", "Peak DRAM bandwidth", "byte/s", p * hz, vec![e1, e2]);
     }
-    if let (Some(ai), Some(ach), Some(pf), Some(pb)) = (&rf.arithmetic_intensity, &rf.achieved_flop_per_s, &rf.peak_fp32_flop_per_s, &rf.peak_dram_bytes_per_s) {
+    if let (Some(ai), Some(ach), Some(pf), Some(pb)) =
+        (&rf.arithmetic_intensity, &rf.achieved_flop_per_s, &rf.peak_fp32_flop_per_s, &rf.peak_dram_bytes_per_s)
+    {
         let roof = pf.value.min(ai.value * pb.value);
         if roof > 0.0 {
             let mut e = ach.evidence.clone();

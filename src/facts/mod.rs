@@ -295,7 +295,6 @@ impl Facts {
     }
 }
 
-
 fn evidence(name: &str, m: Metric<'_>, value: f64) -> Evidence {
     Evidence {
         metric: name.to_string(),

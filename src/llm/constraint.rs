@@ -72,12 +72,9 @@ impl Constrainer {
         };
         let trie = TokTrie::from(&info, &words);
         let env: TokEnv = Arc::new(KeetTokEnv { trie, tokenizer });
-        let mut factory = ParserFactory::new(
-            &env,
-            InferenceCapabilities::default(),
-            &llguidance::earley::SlicedBiasComputer::general_slices(),
-        )
-        .map_err(|e| err(format!("constraint engine: {e}")))?;
+        let mut factory =
+            ParserFactory::new(&env, InferenceCapabilities::default(), &llguidance::earley::SlicedBiasComputer::general_slices())
+                .map_err(|e| err(format!("constraint engine: {e}")))?;
         factory.quiet();
         Ok(Constrainer { factory, n_vocab: n })
     }
@@ -163,17 +160,12 @@ fn bound(s: &Value, at: &str) -> Result<usize, String> {
             // llguidance bounds neither digits nor exponent of a plain number; count generously.
             "number" => 32,
             "string" => {
-                let n = o
-                    .get("maxLength")
-                    .and_then(|v| v.as_u64())
-                    .ok_or_else(|| format!("{at}: string without maxLength"))?;
+                let n = o.get("maxLength").and_then(|v| v.as_u64()).ok_or_else(|| format!("{at}: string without maxLength"))?;
                 // A character is at most 4 UTF-8 bytes; escapes are 2 (no \uXXXX, see `matcher`).
                 2 + 4 * n as usize
             }
             "array" => {
-                let n =
-                    o.get("maxItems").and_then(|v| v.as_u64()).ok_or_else(|| format!("{at}: array without maxItems"))?
-                        as usize;
+                let n = o.get("maxItems").and_then(|v| v.as_u64()).ok_or_else(|| format!("{at}: array without maxItems"))? as usize;
                 let item = match o.get("items") {
                     Some(i) => bound(i, &format!("{at}/items"))?,
                     None => return Err(format!("{at}: array without items")),
@@ -187,10 +179,7 @@ fn bound(s: &Value, at: &str) -> Result<usize, String> {
                 let mut sum = 2;
                 if let Some(props) = o.get("properties").and_then(|p| p.as_object()) {
                     for (k, v) in props {
-                        sum += Value::String(k.clone()).to_string().len()
-                            + 2
-                            + 2
-                            + bound(v, &format!("{at}/properties/{k}"))?;
+                        sum += Value::String(k.clone()).to_string().len() + 2 + 2 + bound(v, &format!("{at}/properties/{k}"))?;
                     }
                 }
                 sum

@@ -46,9 +46,9 @@ pub fn parse_device(s: &str) -> Result<Device, LlmError> {
              (not the toolkit's stub) on the library path? `nvidia-smi` should list the GPU",
             e = without_backtrace(&e)
         ))),
-        Err(_) => Err(err(format!(
-            "cannot open CUDA device {ordinal} (the CUDA bindings failed); is an NVIDIA GPU and its driver present?"
-        ))),
+        Err(_) => {
+            Err(err(format!("cannot open CUDA device {ordinal} (the CUDA bindings failed); is an NVIDIA GPU and its driver present?")))
+        }
     }
 }
 
@@ -104,8 +104,7 @@ pub fn free_bytes(device: &Device) -> Result<Option<u64>, LlmError> {
         Device::Cpu => Ok(host_available_bytes()),
         #[cfg(feature = "cuda")]
         Device::Cuda(d) => {
-            let (free, _total) =
-                d.cuda_stream().context().mem_get_info().map_err(|e| err(format!("CUDA free memory: {e}")))?;
+            let (free, _total) = d.cuda_stream().context().mem_get_info().map_err(|e| err(format!("CUDA free memory: {e}")))?;
             Ok(Some(free as u64))
         }
         #[allow(unreachable_patterns)]

@@ -287,12 +287,7 @@ impl Engine {
 
     /// Generates the assistant's reply to `messages`; with `schema`, the reply is JSON valid against it
     /// (provided the token budget covers the largest output the schema allows).
-    pub fn generate(
-        &mut self,
-        messages: &[ChatMessage],
-        opts: &GenerateOptions,
-        schema: Option<&Value>,
-    ) -> Result<Generation, LlmError> {
+    pub fn generate(&mut self, messages: &[ChatMessage], opts: &GenerateOptions, schema: Option<&Value>) -> Result<Generation, LlmError> {
         let ids = self.prompt_tokens(messages)?;
         // The tokens up to the last message: a natural place to keep a KV snapshot for reuse.
         let boundary = if messages.len() > 1 {
@@ -307,12 +302,7 @@ impl Engine {
     }
 
     /// Like [`Engine::generate`] for a prompt that is already a full text (chat template applied or not).
-    pub fn generate_text(
-        &mut self,
-        prompt: &str,
-        opts: &GenerateOptions,
-        schema: Option<&Value>,
-    ) -> Result<Generation, LlmError> {
+    pub fn generate_text(&mut self, prompt: &str, opts: &GenerateOptions, schema: Option<&Value>) -> Result<Generation, LlmError> {
         let ids = self.text_tokens(prompt)?;
         self.generate_tokens(&ids, None, opts, schema)
     }
@@ -457,10 +447,7 @@ impl Engine {
         let bytes = self.tokenizer.token_bytes();
         for t in seen {
             // Only word-like tokens: punctuation and JSON structure are never penalised.
-            let wordy = bytes
-                .get(t as usize)
-                .map(|b| b.iter().any(|c| c.is_ascii_alphanumeric() || *c >= 0x80))
-                .unwrap_or(false);
+            let wordy = bytes.get(t as usize).map(|b| b.iter().any(|c| c.is_ascii_alphanumeric() || *c >= 0x80)).unwrap_or(false);
             if !wordy {
                 continue;
             }
@@ -481,7 +468,9 @@ impl Engine {
         for c in choices {
             match self.tokenizer.encode(c)?.as_slice() {
                 [id] => choice_ids.push(*id),
-                other => return Err(err(format!("choice {c:?} is {} tokens for this tokenizer; choices must be one token each", other.len()))),
+                other => {
+                    return Err(err(format!("choice {c:?} is {} tokens for this tokenizer; choices must be one token each", other.len())))
+                }
             }
         }
         if choice_ids.is_empty() {
@@ -508,7 +497,8 @@ impl Engine {
                 return Err(e);
             }
         };
-        let timings = Timings { prompt_tokens: ids.len(), reused_tokens: reused, prompt_s: t.elapsed().as_secs_f64(), ..Default::default() };
+        let timings =
+            Timings { prompt_tokens: ids.len(), reused_tokens: reused, prompt_s: t.elapsed().as_secs_f64(), ..Default::default() };
         let scores: Vec<f32> = choice_ids.iter().map(|&i| logits.get(i as usize).copied().unwrap_or(f32::NEG_INFINITY)).collect();
         let mut best = 0;
         for (i, s) in scores.iter().enumerate() {
@@ -564,12 +554,8 @@ fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
         return argmax(logits);
     }
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut probs: Vec<(u32, f32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|(_, &l)| l.is_finite())
-        .map(|(i, &l)| (i as u32, ((l - max) / opts.temperature).exp()))
-        .collect();
+    let mut probs: Vec<(u32, f32)> =
+        logits.iter().enumerate().filter(|(_, &l)| l.is_finite()).map(|(i, &l)| (i as u32, ((l - max) / opts.temperature).exp())).collect();
     probs.sort_by(|a, b| b.1.total_cmp(&a.1));
     let total: f32 = probs.iter().map(|p| p.1).sum();
     let mut keep = probs.len();

@@ -50,8 +50,7 @@ impl GgufFile {
         // and rename it, which leaves this mapping intact).
         let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| err(format!("cannot map model file {}: {e}", path.display())))?;
         let file_len = map.len() as u64;
-        let content = gguf_file::Content::read(&mut Cursor::new(&map[..]))
-            .map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
+        let content = gguf_file::Content::read(&mut Cursor::new(&map[..])).map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
         // The tensor that reaches furthest into the file: (end, name, start).
         let mut last: Option<(u64, &str, u64)> = None;
         for (name, ti) in &content.tensor_infos {
@@ -69,9 +68,7 @@ impl GgufFile {
         }
         let Some((end, name, start)) = last else { return Err(corrupt("no tensors".into())) };
         if end > file_len {
-            return Err(corrupt(format!(
-                "tensor {name} occupies bytes {start}..{end} but the file has {file_len} bytes (truncated?)"
-            )));
+            return Err(corrupt(format!("tensor {name} occupies bytes {start}..{end} but the file has {file_len} bytes (truncated?)")));
         }
         Ok(GgufFile { path: path.to_path_buf(), content, map: std::sync::Arc::new(map) })
     }
@@ -182,11 +179,7 @@ impl LoadOptions {
 /// Loads a GGUF model: the one place an implementation is chosen ([`load_gguf_fast`] when it
 /// applies, else [`load_gguf_candle`]). Returns the model and the name of the implementation
 /// (`fast` or `candle`).
-pub fn load_gguf_model(
-    gguf: GgufFile,
-    device: &Device,
-    opts: &LoadOptions,
-) -> Result<(Box<dyn CausalLm>, &'static str), LlmError> {
+pub fn load_gguf_model(gguf: GgufFile, device: &Device, opts: &LoadOptions) -> Result<(Box<dyn CausalLm>, &'static str), LlmError> {
     match load_gguf_fast(&gguf, device, opts)? {
         Some(m) => Ok((m, "fast")),
         None => Ok((load_gguf_candle(gguf, device)?, "candle")),
@@ -222,15 +215,9 @@ pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn Causa
     let ctx = gguf.context_length();
     let wrap = |e: candle_core::Error| err(format!("loading {}: {e}", path.display()));
     let inner = match arch {
-        Arch::Llama => {
-            Inner::QLlama(quantized_llama::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
-        }
-        Arch::Qwen2 => Inner::QQwen2(Box::new(
-            quantized_qwen2::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?,
-        )),
-        Arch::Qwen3 => {
-            Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)
-        }
+        Arch::Llama => Inner::QLlama(quantized_llama::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?),
+        Arch::Qwen2 => Inner::QQwen2(Box::new(quantized_qwen2::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?)),
+        Arch::Qwen3 => Inner::QQwen3(quantized_qwen3::ModelWeights::from_gguf(gguf.content, &mut r, device).map_err(wrap)?),
     };
     Ok(Box::new(CandleLm::new(inner, device.clone(), vocab, ctx, weights)))
 }
@@ -239,8 +226,7 @@ pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn Causa
 pub fn load_safetensors_model(dir: &Path, device: &Device) -> Result<Box<dyn CausalLm>, LlmError> {
     let cfg_path = dir.join("config.json");
     let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|e| err(format!("{}: {e}", cfg_path.display())))?;
-    let cfg: serde_json::Value =
-        serde_json::from_str(&cfg_text).map_err(|e| err(format!("{}: {e}", cfg_path.display())))?;
+    let cfg: serde_json::Value = serde_json::from_str(&cfg_text).map_err(|e| err(format!("{}: {e}", cfg_path.display())))?;
     let arch = Arch::from_config(&cfg)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| err(format!("{}: {e}", dir.display())))?
@@ -344,9 +330,7 @@ impl Inner {
         match self {
             // KV caches grown with Tensor::cat: a clone shares nothing mutable.
             Inner::QLlama(m) => Some(Inner::QLlama(m.clone())),
-            Inner::Llama { model, cache, fresh } => {
-                Some(Inner::Llama { model: model.clone(), cache: cache.clone(), fresh: fresh.clone() })
-            }
+            Inner::Llama { model, cache, fresh } => Some(Inner::Llama { model: model.clone(), cache: cache.clone(), fresh: fresh.clone() }),
             Inner::Qwen2(m) => Some(Inner::Qwen2(m.clone())),
             Inner::Qwen3(m) => Some(Inner::Qwen3(m.clone())),
             // On GPU quantized Qwen3 uses a concatenating cache; on CPU a preallocated buffer (deep copy).
@@ -365,13 +349,7 @@ pub const CHUNK: usize = 32;
 /// The prompt chunk size in force: [`CHUNK`], or `KEET_PREFILL_CHUNK` (for experiments).
 pub fn chunk_size() -> usize {
     static C: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *C.get_or_init(|| {
-        std::env::var("KEET_PREFILL_CHUNK")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &usize| n > 0)
-            .unwrap_or(CHUNK)
-    })
+    *C.get_or_init(|| std::env::var("KEET_PREFILL_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(CHUNK))
 }
 /// Most KV-cache snapshots kept for prefix reuse.
 const MAX_SNAPSHOTS: usize = 4;
@@ -435,8 +413,7 @@ impl CandleLm {
             return Ok(());
         }
         let target = self.len;
-        let best =
-            (0..self.snapshots.len()).filter(|&i| self.snapshots[i].0 <= target).max_by_key(|&i| self.snapshots[i].0);
+        let best = (0..self.snapshots.len()).filter(|&i| self.snapshots[i].0 <= target).max_by_key(|&i| self.snapshots[i].0);
         let history: Vec<u32> = self.applied[..target].to_vec();
         let from = match best {
             Some(i) => {
@@ -474,10 +451,7 @@ impl CausalLm for CandleLm {
         }
         if let Some(max) = self.max_ctx {
             if start_pos + tokens.len() > max {
-                return Err(err(format!(
-                    "context overflow: {} tokens exceed the model's context length {max}",
-                    start_pos + tokens.len()
-                )));
+                return Err(err(format!("context overflow: {} tokens exceed the model's context length {max}", start_pos + tokens.len())));
             }
         }
         self.rewind()?;

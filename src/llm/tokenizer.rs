@@ -23,10 +23,10 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 
 /// The Llama 3 pre-tokenizer regex (`tokenizer.ggml.pre = llama-bpe`).
-const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const LLAMA3_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// The Qwen2 pre-tokenizer regex (`tokenizer.ggml.pre = qwen2`): like Llama 3 but single digits.
-const QWEN2_REGEX: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The tokenizer of a model, without loading its weights (to count tokens against a budget): the
 /// same choice [`crate::llm::Engine`] makes (`tokenizer.json` beside a GGUF file or in a model
@@ -161,10 +161,7 @@ impl Tokenizer {
         let add_bos = get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok()).unwrap_or(false);
 
         let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .build()
-            .map_err(|e| err(format!("building BPE from GGUF: {e}")))?;
+        let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| err(format!("building BPE from GGUF: {e}")))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         let byte_level = ByteLevel::new(false, true, false);
         let split = |re: &str| -> Result<PreTokenizerWrapper, LlmError> {
@@ -173,9 +170,7 @@ impl Tokenizer {
                 .into())
         };
         let pre_tok: PreTokenizerWrapper = match pre.as_str() {
-            "llama-bpe" | "llama3" | "dbrx" | "smaug-bpe" => {
-                Sequence::new(vec![split(LLAMA3_REGEX)?, byte_level.into()]).into()
-            }
+            "llama-bpe" | "llama3" | "dbrx" | "smaug-bpe" => Sequence::new(vec![split(LLAMA3_REGEX)?, byte_level.into()]).into(),
             "qwen2" | "deepseek-r1-qwen" => Sequence::new(vec![split(QWEN2_REGEX)?, byte_level.into()]).into(),
             // smollm and starcoder-style vocabularies: single digits, then GPT-2's regex.
             "smollm" | "starcoder" | "refact" => {
@@ -226,8 +221,7 @@ impl Tokenizer {
 
     /// Loads a Hugging Face `tokenizer.json` (plus `tokenizer_config.json` for special ids, when present).
     pub fn from_file(path: &Path, config: Option<&serde_json::Value>) -> Result<Self, LlmError> {
-        let inner =
-            tokenizers::Tokenizer::from_file(path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
+        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
         let n = inner.get_vocab_size(true);
         let mut names = vec![String::new(); n];
         for (s, i) in inner.get_vocab(true) {
@@ -241,9 +235,8 @@ impl Tokenizer {
                 special[i as usize] = true;
             }
         }
-        let json: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?)
-                .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?)
+            .map_err(|e| err(format!("{}: {e}", path.display())))?;
         let byte_level = json.pointer("/decoder/type").and_then(|v| v.as_str()) == Some("ByteLevel")
             || json.pointer("/pre_tokenizer/type").and_then(|v| v.as_str()) == Some("ByteLevel")
             || json.to_string().contains("\"ByteLevel\"");

@@ -160,7 +160,8 @@ fn changes(k: &crate::explain::report::KernelExplanation) -> Vec<String> {
 fn render(name: &str, ctx: Value) -> Result<String, RenderError> {
     let env = environment();
     let tmpl = env.get_template(name).map_err(|source| RenderError::Template { name: name.into(), source })?;
-    let mut out = tmpl.render(minijinja::Value::from_serialize(&ctx)).map_err(|source| RenderError::Template { name: name.into(), source })?;
+    let mut out =
+        tmpl.render(minijinja::Value::from_serialize(&ctx)).map_err(|source| RenderError::Template { name: name.into(), source })?;
     while out.contains("\n\n\n") {
         out = out.replace("\n\n\n", "\n\n");
     }

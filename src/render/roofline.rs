@@ -72,10 +72,9 @@ impl Chart {
             let a = &k.analysis;
             let device = a.device_name.clone().unwrap_or_else(|| "GPU".to_string());
             let rf = &a.facts.roofline;
-            if let (Some(pf), Some(pb)) = (
-                positive(rf.peak_fp32_flop_per_s.as_ref().map(|f| f.value)),
-                positive(rf.peak_dram_bytes_per_s.as_ref().map(|f| f.value)),
-            ) {
+            if let (Some(pf), Some(pb)) =
+                (positive(rf.peak_fp32_flop_per_s.as_ref().map(|f| f.value)), positive(rf.peak_dram_bytes_per_s.as_ref().map(|f| f.value)))
+            {
                 match devices.iter_mut().find(|d| d.0 == device) {
                     Some(d) => {
                         d.1.push(pf);
@@ -88,11 +87,9 @@ impl Chart {
             let ach = rf.achieved_flop_per_s.as_ref().map(|f| f.value);
             let name = k.kernel.name.clone();
             match (ai, ach) {
-                (None, _) | (_, None) => chart.unplaced.push(Unplaced {
-                    rank: k.rank,
-                    name,
-                    reason: "the profile has no FLOP or DRAM byte counters for it",
-                }),
+                (None, _) | (_, None) => {
+                    chart.unplaced.push(Unplaced { rank: k.rank, name, reason: "the profile has no FLOP or DRAM byte counters for it" })
+                }
                 (Some(ai), Some(ach)) => match (positive(Some(ai)), positive(Some(ach))) {
                     (Some(ai), Some(ach)) => chart.points.push(Point {
                         rank: k.rank,
@@ -209,12 +206,23 @@ fn draw(c: &Chart) -> String {
     for k in x_lo..=x_hi {
         let x = px(10f64.powi(k));
         let _ = write!(s, r##"<line x1="{x:.1}" y1="{PLOT_T}" x2="{x:.1}" y2="{PLOT_B}" stroke="#e3e3e3"/>"##);
-        let _ = write!(s, r##"<text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">{}</text>"##, PLOT_B + 15.0, decade_label(k));
+        let _ = write!(
+            s,
+            r##"<text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">{}</text>"##,
+            PLOT_B + 15.0,
+            decade_label(k)
+        );
     }
     for k in y_lo..=y_hi {
         let y = py(10f64.powi(k));
         let _ = write!(s, r##"<line x1="{PLOT_L}" y1="{y:.1}" x2="{PLOT_R}" y2="{y:.1}" stroke="#e3e3e3"/>"##);
-        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{}</text>"##, PLOT_L - 6.0, y + 4.0, si(10f64.powi(k)));
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{}</text>"##,
+            PLOT_L - 6.0,
+            y + 4.0,
+            si(10f64.powi(k))
+        );
     }
     let _ = write!(
         s,
@@ -287,7 +295,13 @@ fn draw(c: &Chart) -> String {
     for (i, r) in c.roofs.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let y = PLOT_B + 54.0 + 18.0 * i as f64;
-        let _ = write!(s, r#"<line x1="{PLOT_L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"/>"#, y - 4.0, PLOT_L + 24.0, y - 4.0);
+        let _ = write!(
+            s,
+            r#"<line x1="{PLOT_L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"/>"#,
+            y - 4.0,
+            PLOT_L + 24.0,
+            y - 4.0
+        );
         let _ = write!(
             s,
             r##"<text x="{:.1}" y="{y:.1}" font-size="11" fill="#222">{}: DRAM {}B/s, FP32 {}FLOP/s (median of {} kernel{})</text>"##,

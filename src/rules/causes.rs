@@ -120,8 +120,11 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
         }
     }
     let spr_only = est.from_sectors_per_request;
-    for (fact, what, dir) in [(&f.global_load_sectors_per_request, "loads need", "loads"), (&f.global_store_sectors_per_request, "stores need", "stores")] {
-        let limit = if spr_only { t::IDEAL_SECTORS_PER_REQUEST / (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0) } else { t::MAX_SECTORS_PER_REQUEST };
+    for (fact, what, dir) in
+        [(&f.global_load_sectors_per_request, "loads need", "loads"), (&f.global_store_sectors_per_request, "stores need", "stores")]
+    {
+        let limit =
+            if spr_only { t::IDEAL_SECTORS_PER_REQUEST / (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0) } else { t::MAX_SECTORS_PER_REQUEST };
         if let Some(x) = fact.as_ref().filter(|x| x.value > limit) {
             facts.push(x.key);
             // Say which counters the ratio came from when they are not L1's own.
@@ -203,7 +206,8 @@ pub fn divergence(ctx: &Ctx) -> Option<Candidate> {
     let f = ctx.f;
     if let Some(a) = v(&f.active_threads_per_warp) {
         // Lanes missing because the block is not a multiple of 32 are the block-size rule's, not divergence.
-        let full = v(&f.block_threads).filter(|b| *b > 0.0).map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE)).unwrap_or(t::WARP_SIZE);
+        let full =
+            v(&f.block_threads).filter(|b| *b > 0.0).map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE)).unwrap_or(t::WARP_SIZE);
         if a < t::DIVERGENCE_ACTIVE_THREADS * full / t::WARP_SIZE {
             let mut facts = vec!["active_threads_per_warp"];
             if f.branch_uniform_pct.is_some() {
@@ -354,7 +358,13 @@ pub fn block_size(ctx: &Ctx) -> Option<Candidate> {
 pub fn tail_effect(ctx: &Ctx) -> Option<Candidate> {
     let (tail, w) = (v(&ctx.f.tail_idle_pct)?, v(&ctx.f.waves_per_sm)?);
     (tail >= t::TAIL_IDLE_PCT).then(|| {
-        Candidate::new("tail-effect", Category::TailEffect, vec!["tail_idle_pct", "waves_per_sm"], Some(estimate::tail(w)), json!({"waves": w, "tail": tail}))
+        Candidate::new(
+            "tail-effect",
+            Category::TailEffect,
+            vec!["tail_idle_pct", "waves_per_sm"],
+            Some(estimate::tail(w)),
+            json!({"waves": w, "tail": tail}),
+        )
     })
 }
 
@@ -465,7 +475,14 @@ pub fn atomic_contention(ctx: &Ctx) -> Option<Candidate> {
         return None;
     }
     let mut facts = vec![];
-    for k in ["l2_atomic_busy_pct", "atomic_requests", "atomic_sectors_per_request", "warp_instructions", "stall_memory_share_pct", "stall_drain_share_pct"] {
+    for k in [
+        "l2_atomic_busy_pct",
+        "atomic_requests",
+        "atomic_sectors_per_request",
+        "warp_instructions",
+        "stall_memory_share_pct",
+        "stall_drain_share_pct",
+    ] {
         if f.get(k).is_some() {
             facts.push(k);
         }
@@ -486,12 +503,19 @@ pub fn regime_finding(ctx: &Ctx) -> Option<Candidate> {
     let sm = v(&f.sm_throughput_pct);
     match f.bound.as_ref()?.kind {
         BoundKind::Memory => {
-            let (unit, pct, key) = ctx.busiest_mem.unwrap_or(("memory", v(&f.memory_throughput_pct).unwrap_or(0.0), "memory_throughput_pct"));
+            let (unit, pct, key) =
+                ctx.busiest_mem.unwrap_or(("memory", v(&f.memory_throughput_pct).unwrap_or(0.0), "memory_throughput_pct"));
             let mut facts = vec![key];
             if f.sm_throughput_pct.is_some() {
                 facts.push("sm_throughput_pct");
             }
-            Some(Candidate::new("sol-memory", Category::MemoryBound, facts, None, json!({"unit": unit, "unit_pct": pct, "sm": sm, "headroom": 100.0 - pct})))
+            Some(Candidate::new(
+                "sol-memory",
+                Category::MemoryBound,
+                facts,
+                None,
+                json!({"unit": unit, "unit_pct": pct, "sm": sm, "headroom": 100.0 - pct}),
+            ))
         }
         BoundKind::Compute => {
             let s = sm.unwrap_or(0.0);

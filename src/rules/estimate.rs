@@ -7,9 +7,9 @@
 //! The formulas, their metrics and their calibration against measured twin kernels are written up in
 //! `docs/estimates.md`; each function below names its section there.
 
+use super::regime::utilisation;
 use super::thresholds as t;
 use super::Category;
-use super::regime::utilisation;
 use crate::facts::Facts;
 use serde::Serialize;
 
@@ -29,7 +29,9 @@ pub enum Relieves {
 pub fn relieves(c: Category) -> Relieves {
     use Category::*;
     match c {
-        OccupancyRegisters | OccupancySharedMemory | OccupancyOther | GridTooSmall | TailEffect | BlockSize | LatencyBound => Relieves::Nothing,
+        OccupancyRegisters | OccupancySharedMemory | OccupancyOther | GridTooSmall | TailEffect | BlockSize | LatencyBound => {
+            Relieves::Nothing
+        }
         SharedBankConflicts => Relieves::SmAndL1,
         Divergence | Fp64 | TensorCoreUnused | ComputeBound => Relieves::Sm,
         MemoryCoalescing | RegisterSpilling | AtomicsContention | MemoryBound => Relieves::Memory,
@@ -152,7 +154,8 @@ pub fn coalescing_waste_source(f: &Facts) -> Option<(f64, bool)> {
         // Both directions but no counts: the loads usually dominate; the smaller waste is the safe side.
         (Some(a), Some(b), _, _) => a.min(b),
         (None, None, ..) => {
-            let spr = [v(&f.global_load_sectors_per_request), v(&f.global_store_sectors_per_request)].into_iter().flatten().fold(0.0, f64::max);
+            let spr =
+                [v(&f.global_load_sectors_per_request), v(&f.global_store_sectors_per_request)].into_iter().flatten().fold(0.0, f64::max);
             if spr > t::IDEAL_SECTORS_PER_REQUEST {
                 return Some((100.0 * (1.0 - t::IDEAL_SECTORS_PER_REQUEST / spr), true));
             }

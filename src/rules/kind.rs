@@ -45,8 +45,15 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 7] =
-        [Family::Gemm, Family::Attention, Family::Normalization, Family::Elementwise, Family::Reduction, Family::Communication, Family::Other];
+    pub const ALL: [Family; 7] = [
+        Family::Gemm,
+        Family::Attention,
+        Family::Normalization,
+        Family::Elementwise,
+        Family::Reduction,
+        Family::Communication,
+        Family::Other,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -233,7 +233,6 @@ pub enum Severity {
     Info,
 }
 
-
 /// One rule finding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -309,7 +308,13 @@ pub fn fmt_num(x: f64) -> String {
     if x.abs() >= 1e15 || (x != 0.0 && x.abs() < 1e-3) {
         return format!("{x:.3e}");
     }
-    let s = if x.abs() >= 100.0 || x.fract() == 0.0 { format!("{x:.0}") } else if x.abs() >= 10.0 { format!("{x:.1}") } else { format!("{x:.2}") };
+    let s = if x.abs() >= 100.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
     s
 }
 
@@ -393,7 +398,6 @@ pub fn evaluate_kind(f: &Facts, kind: &KernelKind, time_share_pct: f64) -> Vec<F
 /// every estimate is the share of the launch's elapsed time the cause can explain, so they compare)
 /// and sets severities from the bounded estimate in time of the profile.
 fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64) -> Vec<(Finding, T)> {
-
     let regime = f.bound.as_ref().map(|b| b.kind);
     let is_regime = |x: &Finding| matches!(x.rule, "sol-memory" | "sol-compute" | "sol-latency" | "launch-bound");
     let busiest_unit = f.bound.as_ref().and_then(|b| b.busiest_unit);
@@ -402,7 +406,9 @@ fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64
         big && !is_regime(x)
             && match regime {
                 // Throughput-bound: only a fix that relieves the busiest unit explains the time.
-                Some(BoundKind::Memory | BoundKind::Compute) => busiest_unit.is_some_and(|u| estimate::relieves_unit(estimate::relieves(x.category), u)),
+                Some(BoundKind::Memory | BoundKind::Compute) => {
+                    busiest_unit.is_some_and(|u| estimate::relieves_unit(estimate::relieves(x.category), u))
+                }
                 Some(BoundKind::Launch) => false,
                 _ => true,
             }
@@ -510,10 +516,16 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
         missing.push(Missing { what: "launch shape against the GPU (blocks, SMs, waves)", ncu_option: "--section LaunchStats" });
     }
     if regime == "memory-bound" && f.global_load_bytes_per_sector.is_none() && f.global_excessive_sectors_pct.is_none() {
-        missing.push(Missing { what: "access-pattern efficiency (bytes used per sector)", ncu_option: "--section MemoryWorkloadAnalysis_Tables --section SourceCounters" });
+        missing.push(Missing {
+            what: "access-pattern efficiency (bytes used per sector)",
+            ncu_option: "--section MemoryWorkloadAnalysis_Tables --section SourceCounters",
+        });
     }
     if launch.source.is_none() && kernel.origin == kind::Origin::User && regime != "launch-bound" {
-        missing.push(Missing { what: "source lines with the most stalls", ncu_option: "--section SourceCounters --import-source yes (compile with -lineinfo)" });
+        missing.push(Missing {
+            what: "source lines with the most stalls",
+            ncu_option: "--section SourceCounters --import-source yes (compile with -lineinfo)",
+        });
     }
 
     let mut ncu_disagreements = Vec::new();
@@ -528,7 +540,10 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
         if let Some(c) = estimate::cap(proxy, f) {
             if x > c.pct + t::NCU_DISAGREE_MARGIN_PCT {
                 let why = if c.unit == "launch cost" {
-                    format!("the launch lasts {} µs, of which about 1.5 µs is launch cost", v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_default())
+                    format!(
+                        "the launch lasts {} µs, of which about 1.5 µs is launch cost",
+                        v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_default()
+                    )
                 } else {
                     format!("{} is at {}% of peak", c.unit, fmt_num(c.unit_pct))
                 };
@@ -546,7 +561,9 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
 fn ncu_rule_relieves(rule: &str) -> estimate::Relieves {
     let r = rule.to_ascii_lowercase();
     let any = |ws: &[&str]| ws.iter().any(|w| r.contains(w));
-    if any(&["uncoalesc", "memory", "dram", "l2", "l1tex", "sector", "excessive", "global", "local", "spill", "atomic"]) && !any(&["shared"]) {
+    if any(&["uncoalesc", "memory", "dram", "l2", "l1tex", "sector", "excessive", "global", "local", "spill", "atomic"])
+        && !any(&["shared"])
+    {
         estimate::Relieves::Memory
     } else if any(&["bank", "shared"]) {
         estimate::Relieves::SmAndL1
@@ -562,8 +579,8 @@ mod patterns;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::regime::derive_facts as derive;
+    use super::*;
     use crate::profile::{Launch, Metric, MetricValue};
 
     fn launch(metrics: &[(&str, f64)]) -> Launch {
@@ -572,7 +589,15 @@ mod tests {
             let unit = if n.contains("pct") { crate::profile::Unit::Percent } else { crate::profile::Unit::None };
             l.metrics.insert(
                 n,
-                Metric { value: MetricValue::Number(*v), unit: &unit, raw_value: &v.to_string(), raw_unit: "", label: None, section: None, origin: Default::default() },
+                Metric {
+                    value: MetricValue::Number(*v),
+                    unit: &unit,
+                    raw_value: &v.to_string(),
+                    raw_unit: "",
+                    label: None,
+                    section: None,
+                    origin: Default::default(),
+                },
             );
         }
         l
@@ -721,7 +746,10 @@ mod tests {
         let f = derive(&l);
         let r = evaluate_launch(&l, &f, 100.0);
         assert_eq!(r.diagnosis.regime, "memory-bound");
-        assert_eq!(r.diagnosis.ncu_disagreements, vec!["ncu's AchievedOccupancy estimates 26%; DRAM is at 91.7% of peak, so at most 8.30%".to_string()]);
+        assert_eq!(
+            r.diagnosis.ncu_disagreements,
+            vec!["ncu's AchievedOccupancy estimates 26%; DRAM is at 91.7% of peak, so at most 8.30%".to_string()]
+        );
         assert!(r.diagnosis.summary.starts_with("memory-bound on DRAM at 91.7% of peak"), "{}", r.diagnosis.summary);
         assert!(r.diagnosis.missing.iter().any(|m| m.ncu_option.contains("Occupancy")));
     }

@@ -9,7 +9,18 @@ fn launch(metrics: &[(&str, f64)]) -> Launch {
     let mut l = Launch::default();
     for (n, v) in metrics {
         let unit = if n.contains("pct") { crate::profile::Unit::Percent } else { crate::profile::Unit::None };
-        l.metrics.insert(n, Metric { value: MetricValue::Number(*v), unit: &unit, raw_value: &v.to_string(), raw_unit: "", label: None, section: None, origin: Default::default() });
+        l.metrics.insert(
+            n,
+            Metric {
+                value: MetricValue::Number(*v),
+                unit: &unit,
+                raw_value: &v.to_string(),
+                raw_unit: "",
+                label: None,
+                section: None,
+                origin: Default::default(),
+            },
+        );
     }
     l
 }

@@ -154,7 +154,8 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
 
     let mut findings = Vec::new();
     // Many short launches.
-    let short: Vec<&KernelTime> = kernels.iter().filter(|k| k.launches > 0 && k.total_ns / (k.launches as f64) < thresholds::TINY_LAUNCH_NS).collect();
+    let short: Vec<&KernelTime> =
+        kernels.iter().filter(|k| k.launches > 0 && k.total_ns / (k.launches as f64) < thresholds::TINY_LAUNCH_NS).collect();
     let n: usize = short.iter().map(|k| k.launches).sum();
     let time: f64 = short.iter().map(|k| k.total_ns).sum();
     let share = 100.0 * time / total;
@@ -230,7 +231,16 @@ mod tests {
     use super::*;
 
     fn k(name: &str, family: Family, launches: usize, total_ns: f64, gain: Option<f64>) -> KernelTime {
-        KernelTime { name: name.into(), block_size: None, grid_size: None, family, launches, total_ns, gain_ns: gain, primary: Some("grid-too-small".into()) }
+        KernelTime {
+            name: name.into(),
+            block_size: None,
+            grid_size: None,
+            family,
+            launches,
+            total_ns,
+            gain_ns: gain,
+            primary: Some("grid-too-small".into()),
+        }
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub fn classify(f: &Facts) -> Option<Bound> {
         _ => None,
     };
     let under_a_wave = grid_short.or_else(|| f.waves_per_sm.as_ref().map(|w| w.value < 1.0));
-    let mk = |kind, because: Vec<&'static str>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
+    let mk =
+        |kind, because: Vec<&'static str>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
     if let Some(d) = duration {
         if d < TINY_LAUNCH_NS && top < SOL_BUSY_PCT && under_a_wave != Some(false) {
             because.push("duration_ns");
@@ -64,15 +65,11 @@ pub fn classify(f: &Facts) -> Option<Bound> {
 /// or when it is higher than every one measured (it is the busiest of its memory units).
 pub fn utilisation(f: &Facts) -> Vec<(&'static str, f64, &'static str)> {
     let elapsed = |x: &Fact| x.evidence.iter().all(|e| !e.metric.contains("sustained_active"));
-    let mut v: Vec<(&'static str, f64, &'static str)> = [
-        (&f.sm_throughput_pct, "SM"),
-        (&f.dram_throughput_pct, "DRAM"),
-        (&f.l2_throughput_pct, "L2"),
-        (&f.l1_throughput_pct, "L1/TEX"),
-    ]
-    .into_iter()
-    .filter_map(|(x, n)| x.as_ref().filter(|x| elapsed(x)).map(|x| (n, x.value.min(100.0), x.key)))
-    .collect();
+    let mut v: Vec<(&'static str, f64, &'static str)> =
+        [(&f.sm_throughput_pct, "SM"), (&f.dram_throughput_pct, "DRAM"), (&f.l2_throughput_pct, "L2"), (&f.l1_throughput_pct, "L1/TEX")]
+            .into_iter()
+            .filter_map(|(x, n)| x.as_ref().filter(|x| elapsed(x)).map(|x| (n, x.value.min(100.0), x.key)))
+            .collect();
     if !v.iter().any(|u| u.0 != "SM") {
         if let Some(m) = f.memory_throughput_pct.as_ref().filter(|x| elapsed(x)) {
             v.push(("memory", m.value.min(100.0), m.key));
@@ -135,10 +132,8 @@ mod tests {
 
     #[test]
     fn dram_table_alone_is_memory_bound_on_dram() {
-        let l = launch(&[
-            ("gpu__time_duration.sum", 206_080.0, "nsecond"),
-            ("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", 66.26, "%"),
-        ]);
+        let l =
+            launch(&[("gpu__time_duration.sum", 206_080.0, "nsecond"), ("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", 66.26, "%")]);
         let b = derive(&l).bound.unwrap();
         assert_eq!((b.kind, b.busiest_unit), (BoundKind::Memory, Some("DRAM")));
     }

@@ -28,7 +28,8 @@ fn texts() -> &'static Texts {
     T.get_or_init(|| {
         let mut v: BTreeMap<String, toml::Value> = toml::from_str(TABLE).expect("expert/findings.toml parses (checked by a unit test)");
         let hints = v.remove("stall_hints").map(|h| h.try_into().expect("stall_hints are strings")).unwrap_or_default();
-        let rules = v.into_iter().map(|(k, x)| (k.clone(), x.try_into().unwrap_or_else(|e| panic!("expert/findings.toml [{k}]: {e}")))).collect();
+        let rules =
+            v.into_iter().map(|(k, x)| (k.clone(), x.try_into().unwrap_or_else(|e| panic!("expert/findings.toml [{k}]: {e}")))).collect();
         Texts { rules, stall_hints: hints }
     })
 }

@@ -263,7 +263,11 @@ impl Columns {
 
     /// The first column of each name, from [`Self::name_order`].
     fn first_of_each_name<'s>(&'s self, order: &'s [u32]) -> impl Iterator<Item = usize> + 's {
-        order.iter().enumerate().filter(move |&(k, &i)| k == 0 || self.name(order[k - 1] as usize) != self.name(i as usize)).map(|(_, &i)| i as usize)
+        order
+            .iter()
+            .enumerate()
+            .filter(move |&(k, &i)| k == 0 || self.name(order[k - 1] as usize) != self.name(i as usize))
+            .map(|(_, &i)| i as usize)
     }
 
     /// A table of columns `which`, in that order, taking this one's units and labels;

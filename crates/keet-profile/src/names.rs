@@ -376,10 +376,7 @@ mod tests {
     fn table_lookup() {
         assert_eq!(raw_name("GPU Speed Of Light Throughput", "", "Duration", 0).as_deref(), Some("gpu__time_duration.sum"));
         assert_eq!(raw_name("SpeedOfLight", "", "Duration", 0).as_deref(), Some("gpu__time_duration.sum"));
-        assert_eq!(
-            raw_name("Memory Workload Analysis", "", "Memory Throughput", 0).as_deref(),
-            Some("dram__bytes.sum.per_second")
-        );
+        assert_eq!(raw_name("Memory Workload Analysis", "", "Memory Throughput", 0).as_deref(), Some("dram__bytes.sum.per_second"));
         assert_eq!(
             raw_name("GPU Speed Of Light Throughput", "", "Memory Throughput", 0).as_deref(),
             Some("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
@@ -394,8 +391,7 @@ mod tests {
             Some("fbpa__dram_sectors.avg.pct_of_peak_sustained_elapsed")
         );
         assert_eq!(
-            raw_name("GPU Speed Of Light Throughput", "Compute Throughput Breakdown", "SM: Mio2rf Writeback Active", 0)
-                .as_deref(),
+            raw_name("GPU Speed Of Light Throughput", "Compute Throughput Breakdown", "SM: Mio2rf Writeback Active", 0).as_deref(),
             Some("sm__mio2rf_writeback_active.avg.pct_of_peak_sustained_elapsed")
         );
         let wd = |i| raw_name("GPU and Memory Workload Distribution", "Workload Distribution", "L2 Active Cycles", i);
@@ -403,8 +399,7 @@ mod tests {
         assert_eq!(wd(3).as_deref(), Some("lts__cycles_active.sum"));
         assert_eq!(wd(4), None);
         assert_eq!(
-            raw_name("Source Counters", "", "Warp Stall Sampling (All Samples) (smsp__pcsamp_warps_issue_stalled_wait)", 0)
-                .as_deref(),
+            raw_name("Source Counters", "", "Warp Stall Sampling (All Samples) (smsp__pcsamp_warps_issue_stalled_wait)", 0).as_deref(),
             Some("smsp__pcsamp_warps_issue_stalled_wait")
         );
         assert_eq!(

@@ -7,8 +7,8 @@
 //! Numbers may carry thousands separators (`7,256,830,601.09`) or a decimal comma (`1,5`).
 
 use serde::{Serialize, Serializer};
-use std::sync::Arc;
 use std::fmt;
+use std::sync::Arc;
 
 /// A normalised unit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,8 +79,20 @@ fn time_ns(u: &str) -> Option<f64> {
 /// Splits an SI prefix off a count unit ("Kbyte" -> (1e3, "byte")).
 fn split_prefix(u: &str) -> (f64, &str) {
     const BASES: &[&str] = &[
-        "byte", "cycle", "inst", "warp", "thread", "block", "sector", "request", "wavefront", "sample",
-        "transaction", "op", "flop", "instruction",
+        "byte",
+        "cycle",
+        "inst",
+        "warp",
+        "thread",
+        "block",
+        "sector",
+        "request",
+        "wavefront",
+        "sample",
+        "transaction",
+        "op",
+        "flop",
+        "instruction",
     ];
     if BASES.contains(&u) {
         return (1.0, u);
@@ -309,10 +321,8 @@ impl Scale {
 }
 
 /// Exact powers of ten, 10^0 ..= 10^22 (all representable in an f64).
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
-    1e21, 1e22,
-];
+const POW10: [f64; 23] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
 
 /// `[-]digits[.digits]` with group separators: `(value, decimals, any group separator)`, or
 /// `None` to take the general path.
@@ -469,7 +479,21 @@ mod tests {
             assert_eq!(parse_scaled_dot(&text, 1.0), (Some(want), false));
         }
         // Grouped, signed and odd forms, against the general path.
-        for text in ["1,952", "7,256,830,601.09", "-0", "0.000001", "12345678901234567890", "9007199254740993", "1.", ".5", "+5", "1e3", "n/a", "-", "1,2,3.4"] {
+        for text in [
+            "1,952",
+            "7,256,830,601.09",
+            "-0",
+            "0.000001",
+            "12345678901234567890",
+            "9007199254740993",
+            "1.",
+            ".5",
+            "+5",
+            "1e3",
+            "n/a",
+            "-",
+            "1,2,3.4",
+        ] {
             let general = match parse_number(text, DotDecimal) {
                 Ok(Some(v)) => Some(v),
                 _ => None,

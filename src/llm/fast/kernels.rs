@@ -682,15 +682,7 @@ mod avx {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn gemm_tile<const MR: usize>(
-        w: *const f32,
-        ldw: usize,
-        k: usize,
-        xt: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
+    pub unsafe fn gemm_tile<const MR: usize>(w: *const f32, ldw: usize, k: usize, xt: *const f32, ldx: usize, c: *mut f32, ldc: usize) {
         let mut c0 = [_mm256_setzero_ps(); MR];
         let mut c1 = [_mm256_setzero_ps(); MR];
         for kk in 0..k {
@@ -710,15 +702,7 @@ mod avx {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn gemm_tile_h<const MR: usize>(
-        w: *const f32,
-        ldw: usize,
-        k: usize,
-        xt: *const u16,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-    ) {
+    pub unsafe fn gemm_tile_h<const MR: usize>(w: *const f32, ldw: usize, k: usize, xt: *const u16, ldx: usize, c: *mut f32, ldc: usize) {
         let mut c0 = [_mm256_setzero_ps(); MR];
         let mut c1 = [_mm256_setzero_ps(); MR];
         for kk in 0..k {
@@ -792,10 +776,7 @@ mod avx {
         let ni = _mm256_cvtps_epi32(n);
         let h = _mm256_srai_epi32(ni, 1);
         let f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-        let f2 = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)),
-            23,
-        ));
+        let f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
         _mm256_mul_ps(_mm256_mul_ps(p, f1), f2)
     }
 

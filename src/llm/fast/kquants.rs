@@ -235,13 +235,8 @@ pub fn gemm_rows(fmt: KType, w: &[u8], rows: usize, k: usize, a: &QActK, t_n: us
     for r in 0..rows {
         let row = &w[r * rb..(r + 1) * rb];
         for t in 0..t_n {
-            out[r * ldo + t] = dot_row_scalar(
-                fmt,
-                row,
-                &a.qs[t * k..(t + 1) * k],
-                &a.d[t * nb..(t + 1) * nb],
-                &a.bsums[t * nb * 16..(t + 1) * nb * 16],
-            );
+            out[r * ldo + t] =
+                dot_row_scalar(fmt, row, &a.qs[t * k..(t + 1) * k], &a.d[t * nb..(t + 1) * nb], &a.bsums[t * nb * 16..(t + 1) * nb * 16]);
         }
     }
 }
@@ -338,11 +333,8 @@ mod avx {
                 let mins = _mm256_extracti128_si256(ms, 1);
                 *mf = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
                 let q5 = fmt == super::KType::Q5K;
-                let (qs, hbits) = if q5 {
-                    (x.add(48), _mm256_loadu_si256(x.add(16) as *const __m256i))
-                } else {
-                    (x.add(16), _mm256_setzero_si256())
-                };
+                let (qs, hbits) =
+                    if q5 { (x.add(48), _mm256_loadu_si256(x.add(16) as *const __m256i)) } else { (x.add(16), _mm256_setzero_si256()) };
                 let sixteen = _mm256_set1_epi8(16);
                 let mut hmask = _mm256_set1_epi8(1);
                 for c in 0..4 {
@@ -391,7 +383,16 @@ mod avx {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn gemm_rows(fmt: super::KType, w: &[u8], rows: usize, nb: usize, a: &super::QActK, t_n: usize, out: &mut [f32], ldo: usize) {
+    pub unsafe fn gemm_rows(
+        fmt: super::KType,
+        w: &[u8],
+        rows: usize,
+        nb: usize,
+        a: &super::QActK,
+        t_n: usize,
+        out: &mut [f32],
+        ldo: usize,
+    ) {
         let bb = fmt.block_bytes();
         let k = nb * QK_K;
         let mut acc = vec![_mm256_setzero_ps(); t_n];
@@ -677,7 +678,11 @@ mod tests {
                     dot_rows(fmt, &w, k, qs, d, bs, &mut want, false);
                     for r in 0..rows {
                         let got = out[r * ldo + t];
-                        assert!((got - want[r]).abs() <= 1e-4 * (want[r].abs() + 1.0), "{fmt:?} simd={simd} r={r} t={t}: {got} vs {}", want[r]);
+                        assert!(
+                            (got - want[r]).abs() <= 1e-4 * (want[r].abs() + 1.0),
+                            "{fmt:?} simd={simd} r={r} t={t}: {got} vs {}",
+                            want[r]
+                        );
                     }
                 }
             }

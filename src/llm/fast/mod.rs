@@ -344,8 +344,8 @@ impl FastLlama {
         let ct = &GgufBytes { ct, bytes };
         let md = |k: &str| ct.ct.metadata.get(k).ok_or_else(|| msg(format!("fast engine: missing metadata {k}")));
         let arch = md("general.architecture")?.to_string()?.clone();
-        let family = Family::from_gguf(&arch)
-            .ok_or_else(|| msg(format!("fast engine: architecture {arch} is not llama, qwen2 or qwen3")))?;
+        let family =
+            Family::from_gguf(&arch).ok_or_else(|| msg(format!("fast engine: architecture {arch} is not llama, qwen2 or qwen3")))?;
         let key = |k: &str| format!("{arch}.{k}");
         let md_usize = |k: &str| -> Result<usize, LlmError> { Ok(md(&key(k))?.to_u32()? as usize) };
         if ct.ct.metadata.get(&key("expert_count")).and_then(|v| v.to_u32().ok()).unwrap_or(0) > 1 {
@@ -414,7 +414,11 @@ impl FastLlama {
                 b.extend(load_vec(ct, &format!("{p}.attn_k.bias"))?);
                 b.extend(load_vec(ct, &format!("{p}.attn_v.bias"))?);
                 if b.len() != q_dim + 2 * kv_dim {
-                    return Err(msg(format!("fast engine: layer {l} has Q/K/V biases of {} values, expected {}", b.len(), q_dim + 2 * kv_dim)));
+                    return Err(msg(format!(
+                        "fast engine: layer {l} has Q/K/V biases of {} values, expected {}",
+                        b.len(),
+                        q_dim + 2 * kv_dim
+                    )));
                 }
                 Some(b)
             } else {
@@ -456,9 +460,7 @@ impl FastLlama {
             return Err(msg("fast engine: embedding, output norm or output layer does not match the model width"));
         }
         let half = cfg.head_dim / 2;
-        let inv_freq = (0..half)
-            .map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32))
-            .collect();
+        let inv_freq = (0..half).map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32)).collect();
         Ok(FastLlama {
             cfg,
             embd,
@@ -605,11 +607,7 @@ impl FastLlama {
         for l in &mut self.layers {
             l.reserve(kv_dim, start_pos + tokens.len());
         }
-        let last = if tokens.len() <= SMALL_T {
-            self.forward_small(tokens, start_pos)?
-        } else {
-            self.forward_batch(tokens, start_pos)?
-        };
+        let last = if tokens.len() <= SMALL_T { self.forward_small(tokens, start_pos)? } else { self.forward_batch(tokens, start_pos)? };
         self.len = start_pos + tokens.len();
         // final norm + output projection of the last token only
         let mut xn = vec![0f32; self.cfg.dim];
@@ -805,15 +803,13 @@ impl<'a> GgufBytes<'a> {
     /// The `len` bytes of tensor `name`'s data, checked against the file.
     fn data(&self, name: &str, info: &gguf_file::TensorInfo, len: usize) -> Result<&'a [u8], LlmError> {
         let start = self.ct.tensor_data_offset.checked_add(info.offset).and_then(|s| usize::try_from(s).ok());
-        start
-            .and_then(|s| self.bytes.get(s..s.checked_add(len)?))
-            .ok_or_else(|| {
-                msg(format!(
-                    "read tensor {name}: its {len} bytes at byte offset {} run past the end of the file ({} bytes; truncated?)",
-                    self.ct.tensor_data_offset.saturating_add(info.offset),
-                    self.bytes.len()
-                ))
-            })
+        start.and_then(|s| self.bytes.get(s..s.checked_add(len)?)).ok_or_else(|| {
+            msg(format!(
+                "read tensor {name}: its {len} bytes at byte offset {} run past the end of the file ({} bytes; truncated?)",
+                self.ct.tensor_data_offset.saturating_add(info.offset),
+                self.bytes.len()
+            ))
+        })
     }
 
     /// The tensor as candle reads it (for formats keet does not keep as they are).

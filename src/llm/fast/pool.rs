@@ -58,10 +58,7 @@ impl Pool {
         let workers = (1..threads.max(1))
             .map(|i| {
                 let s = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("keet-fast-{i}"))
-                    .spawn(move || worker(&s))
-                    .expect("spawn worker thread")
+                std::thread::Builder::new().name(format!("keet-fast-{i}")).spawn(move || worker(&s)).expect("spawn worker thread")
             })
             .collect();
         Pool { shared, workers, busy: Mutex::new(()) }

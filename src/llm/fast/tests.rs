@@ -233,16 +233,10 @@ fn fuse_equals_stack_then_interleave() {
     for fmt in [QType::Q4_1, QType::Q4_0, QType::Q8_0] {
         let cols = 64;
         for rows in [[16usize, 8, 8], [8, 4, 4]] {
-            let parts: Vec<Vec<u8>> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, &r)| (0..r * fmt.row_bytes(cols)).map(|j| (j * 7 + i * 13) as u8).collect())
-                .collect();
-            let srcs: Vec<MatSrc> = rows
-                .iter()
-                .zip(&parts)
-                .map(|(&r, d)| MatSrc { fmt, rows: r, cols, data: Cow::Borrowed(d.as_slice()) })
-                .collect();
+            let parts: Vec<Vec<u8>> =
+                rows.iter().enumerate().map(|(i, &r)| (0..r * fmt.row_bytes(cols)).map(|j| (j * 7 + i * 13) as u8).collect()).collect();
+            let srcs: Vec<MatSrc> =
+                rows.iter().zip(&parts).map(|(&r, d)| MatSrc { fmt, rows: r, cols, data: Cow::Borrowed(d.as_slice()) }).collect();
             let fused = QMat::fuse(&srcs).unwrap();
             let total: usize = rows.iter().sum();
             assert_eq!((fused.rows, fused.cols, fused.x8), (total, cols, true));

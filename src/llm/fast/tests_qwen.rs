@@ -263,9 +263,7 @@ fn installed_qwen_matches_candle() {
     let mut ours = load_fast(&bytes, 2);
     let mut cand = CandleQwen::load(&bytes);
     // "<|im_start|>user\nExplain why this CUDA kernel is memory bound<|im_end|>\n<|im_start|>assistant\n"
-    let prompt: Vec<u32> = vec![
-        151644, 872, 198, 840, 20772, 3170, 419, 52565, 10001, 374, 4938, 6822, 151645, 198, 151644, 77091, 198,
-    ];
+    let prompt: Vec<u32> = vec![151644, 872, 198, 840, 20772, 3170, 419, 52565, 10001, 374, 4938, 6822, 151645, 198, 151644, 77091, 198];
     let lo = ours.forward(&prompt, 0).unwrap();
     let lc = cand.forward(&prompt, 0);
     let d = lo.iter().zip(&lc).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

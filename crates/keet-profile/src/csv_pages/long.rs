@@ -116,11 +116,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
             None => {
                 m.label = Some(label);
                 m.section = Some(section_display);
-                let base = if body.is_empty() {
-                    format!("{section_display}/{label}")
-                } else {
-                    format!("{section_display}/{body}/{label}")
-                };
+                let base = if body.is_empty() { format!("{section_display}/{label}") } else { format!("{section_display}/{body}/{label}") };
                 // Repeats of an unmapped label: " #2", " #3"... (counted, not searched, so a
                 // file with many repeats stays linear).
                 let n = repeats.entry((li, base.clone())).or_insert(0);

@@ -31,9 +31,9 @@ pub mod tokenizer;
 mod ui_export;
 mod wide;
 
-use super::units::{detect_locale, normalize_unit, NumberLocale};
 #[cfg(test)]
 use super::units::scale;
+use super::units::{detect_locale, normalize_unit, NumberLocale};
 use super::{Launch, Metric, MetricValue, Profile, ProfileError, Result};
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -112,7 +112,13 @@ fn decode<'b>(bytes: &'b [u8], notes: &mut Vec<String>) -> (Cow<'b, str>, bool) 
         };
     }
     let (text, malformed) = encoding.decode_without_bom_handling(body);
-    let which = if encoding == UTF_16LE { "UTF-16 LE" } else if encoding == UTF_16BE { "UTF-16 BE" } else { encoding.name() };
+    let which = if encoding == UTF_16LE {
+        "UTF-16 LE"
+    } else if encoding == UTF_16BE {
+        "UTF-16 BE"
+    } else {
+        encoding.name()
+    };
     notes.push(format!(
         "the file is {which}{} (e.g. redirected by PowerShell); decoded{}",
         if bom { " with a byte-order mark" } else { " without a byte-order mark" },
@@ -388,11 +394,7 @@ impl<'a> Input<'a> {
         } else if s.other.is_empty() && preamble.is_empty() && s.traceback.is_none() {
             format!("only ==PROF== lines ({} line(s)), no CSV header: ncu printed no results", s.tool.len())
         } else {
-            let mut m = format!(
-                "no CSV header found: {} ==PROF== line(s), {} other line(s)",
-                s.tool.len(),
-                s.other.len()
-            );
+            let mut m = format!("no CSV header found: {} ==PROF== line(s), {} other line(s)", s.tool.len(), s.other.len());
             if let Some((ln, text)) = first_other {
                 let _ = write!(m, " (first at line {ln}: {text:?})");
             }
@@ -422,11 +424,8 @@ impl<'a> Input<'a> {
         let mut fields: Fields<'a> = Vec::new();
         loop {
             let Some((ln, line)) = self.next_text_line() else { return Ok(None) };
-            let looks_like_row = if header.quoted {
-                line.starts_with('"')
-            } else {
-                line.as_bytes().contains(&header.delim) || header.fields.len() == 1
-            };
+            let looks_like_row =
+                if header.quoted { line.starts_with('"') } else { line.as_bytes().contains(&header.delim) || header.fields.len() == 1 };
             if !looks_like_row {
                 self.skipped.other.push(ln);
                 self.tok.skip_line();
@@ -661,19 +660,8 @@ pub(crate) struct IdentityCols {
     cc: Option<usize>,
 }
 
-pub(crate) const IDENTITY_COLUMNS: &[&str] = &[
-    "ID",
-    "Process ID",
-    "Process Name",
-    "Host Name",
-    "Kernel Name",
-    "Context",
-    "Stream",
-    "Block Size",
-    "Grid Size",
-    "Device",
-    "CC",
-];
+pub(crate) const IDENTITY_COLUMNS: &[&str] =
+    &["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC"];
 
 impl IdentityCols {
     pub fn new(h: &Header<'_>) -> Self {
@@ -693,14 +681,20 @@ impl IdentityCols {
 
     /// The largest column index used.
     pub fn max_index(&self) -> Option<usize> {
-        [self.id, self.pid, self.pname, self.kname, self.ctx, self.stream, self.block, self.grid, self.device, self.cc].into_iter().flatten().max()
+        [self.id, self.pid, self.pname, self.kname, self.ctx, self.stream, self.block, self.grid, self.device, self.cc]
+            .into_iter()
+            .flatten()
+            .max()
     }
 
     /// The launch ID of a row, or an error naming the line.
     pub fn id(&self, input: &Input<'_>, line: u64, f: &Fields<'_>) -> Result<u64> {
         let col = self.id.unwrap_or(0);
         let Some(raw) = f.get(col) else {
-            return Err(input.csv_error(line, format!("expected a launch ID in column \"ID\" (column {}), the row has only {} field(s)", col + 1, f.len())));
+            return Err(input.csv_error(
+                line,
+                format!("expected a launch ID in column \"ID\" (column {}), the row has only {} field(s)", col + 1, f.len()),
+            ));
         };
         parse_u64(raw).ok_or_else(|| {
             input.csv_error(
@@ -804,7 +798,13 @@ pub(crate) fn locale_of<'b>(values: impl IntoIterator<Item = &'b str>) -> Number
 }
 
 /// A metric view of a cell as written, for [`crate::MetricsBuilder::push`].
-pub(crate) fn cell_metric<'a>(raw_value: &'a str, raw_unit: &'a str, norm: &'a (f64, super::Unit), locale: NumberLocale, line: u64) -> Metric<'a> {
+pub(crate) fn cell_metric<'a>(
+    raw_value: &'a str,
+    raw_unit: &'a str,
+    norm: &'a (f64, super::Unit),
+    locale: NumberLocale,
+    line: u64,
+) -> Metric<'a> {
     // `None` for text that is not a number (`n/a` included), kept as text.
     let value = match super::units::parse_scaled(raw_value, norm.0, locale) {
         Some(v) => MetricValue::Number(v),

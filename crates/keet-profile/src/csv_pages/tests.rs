@@ -272,7 +272,8 @@ fn raw_page_units_row() {
 
 #[test]
 fn raw_page_repeated_id_is_merged() {
-    let text = format!("{RAW}\"1\",\"9\",\"a\",\"h\",\"k2\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"9\",\"5\",\"\",\"\"\n");
+    let text =
+        format!("{RAW}\"1\",\"9\",\"a\",\"h\",\"k2\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"9\",\"5\",\"\",\"\"\n");
     let p = read_str(&text).unwrap();
     assert_eq!(p.launches.len(), 2);
     assert_eq!(num(&p, 1, "gpu__time_duration.sum"), 3296.0);
@@ -286,7 +287,9 @@ fn raw_page_comma_decimal_and_bad_rows() {
     assert_eq!(num(&p, 0, "gpu__time_duration.sum"), 2464.0);
     assert_eq!(num(&p, 0, "dram__bytes.sum"), 1024e3);
     assert_eq!(num(&p, 1, "sm__cycles_active.avg"), 31.93);
-    let text = format!("{RAW}\"2\",\"9\",\"a\",\"h\",\"k3\",\"1\",\"7\",\"(1, 1, 1)\",\"(1, 1, 1)\",\"0\",\"9.0\",\"1\",\"2\",\"x\",\"3\",\"extra\"\n");
+    let text = format!(
+        "{RAW}\"2\",\"9\",\"a\",\"h\",\"k3\",\"1\",\"7\",\"(1, 1, 1)\",\"(1, 1, 1)\",\"0\",\"9.0\",\"1\",\"2\",\"x\",\"3\",\"extra\"\n"
+    );
     match read_str(&text) {
         Err(ProfileError::Csv { line: 5, message, .. }) => assert!(message.contains("at most 15 fields"), "{message}"),
         other => panic!("{other:?}"),
@@ -490,7 +493,12 @@ fn parallel_and_sequential_readers_agree() {
         assert!(par == seq, "{name}: parallel and sequential differ\n{}\n{}", &par[..par.len().min(400)], &seq[..seq.len().min(400)]);
     };
     // A raw page padded past the parallel threshold with long rows.
-    let row = |id: usize| format!("\"{id}\",\"9\",\"a\",\"h\",\"k{id}\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"{}\",\"5\",\"n/a\",\"3\"\n", id * 3);
+    let row = |id: usize| {
+        format!(
+            "\"{id}\",\"9\",\"a\",\"h\",\"k{id}\",\"1\",\"7\",\"(64, 1, 1)\",\"(2, 1, 1)\",\"0\",\"9.0\",\"{}\",\"5\",\"n/a\",\"3\"\n",
+            id * 3
+        )
+    };
     let mut big = RAW.to_string();
     for id in 2..3000 {
         big.push_str(&row(id));

@@ -470,7 +470,8 @@ fn byte_masks(c: &[u8; 64], delim: u8) -> ByteMasks {
             };
             // Signed bytes: 0x21..=0x7e are greater than 0x20 and not 0x7f; non-ASCII bytes are
             // negative.
-            let graphic = |v| _mm256_andnot_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(0x7f)), _mm256_cmpgt_epi8(v, _mm256_set1_epi8(0x20)));
+            let graphic =
+                |v| _mm256_andnot_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(0x7f)), _mm256_cmpgt_epi8(v, _mm256_set1_epi8(0x20)));
             ByteMasks { quote: eq(b'"'), delim: eq(delim), comma: eq(b','), loose: !bits(graphic(lo), graphic(hi)) }
         }
     }
@@ -690,7 +691,9 @@ mod tests {
                 assert_eq!(q.span(q.len()), None);
                 let inner_commas: usize = want.iter().map(|f| f.matches(',').count()).sum();
                 assert_eq!(q.inner_commas as usize, inner_commas, "{line:?}");
-                let padded = want.iter().any(|f| f.bytes().next().is_some_and(|c| !c.is_ascii_graphic()) || f.bytes().last().is_some_and(|c| !c.is_ascii_graphic()));
+                let padded = want.iter().any(|f| {
+                    f.bytes().next().is_some_and(|c| !c.is_ascii_graphic()) || f.bytes().last().is_some_and(|c| !c.is_ascii_graphic())
+                });
                 assert_eq!(q.padded, padded, "{line:?}");
             }
         }
@@ -754,4 +757,3 @@ mod tests {
         assert_eq!(guess_delimiter("\"a\",\"1;2\""), b',');
     }
 }
-

@@ -17,7 +17,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     let n = header.fields.len() - 1;
     let mut launches: Vec<Launch> = Vec::with_capacity(n);
     for f in &header.fields[1..] {
-        let id = parse_u64(f).ok_or_else(|| input.csv_error(header.line, format!("expected launch IDs after \"ID\", found {:?}", super::short(f))))?;
+        let id = parse_u64(f)
+            .ok_or_else(|| input.csv_error(header.line, format!("expected launch IDs after \"ID\", found {:?}", super::short(f))))?;
         launches.push(Launch { id, ..Default::default() });
     }
     let locale = locale_of(rows.iter().flat_map(|(_, f)| f.iter().skip(1).map(|s| strip_instances(s))));

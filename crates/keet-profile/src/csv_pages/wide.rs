@@ -94,8 +94,7 @@ impl<'p, 'a> RowReader<'p, 'a> {
         // from the tokenizer's positions, the values are looked at only when the line's fields
         // hold more commas than its other fields do.
         let metrics = self.row.finish(self.line);
-        let comma = self.comma
-            || self.line_commas.is_some_and(|c| c > self.commas_elsewhere) && metrics.raw_values().any(comma_evidence);
+        let comma = self.comma || self.line_commas.is_some_and(|c| c > self.commas_elsewhere) && metrics.raw_values().any(comma_evidence);
         Row { ident: self.ident, metrics, comma, extra: self.extra, count: self.count }
     }
 }
@@ -199,7 +198,8 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         }
     }
     let others = (0..map.len() as u32).filter(|&k| map[k as usize] == NOT_METRIC).collect();
-    let page = Page { columns, map, header_len: header.fields.len(), others, ident_len: ident.max_index().map_or(0, |i| i + 1).max(id_col + 1) };
+    let page =
+        Page { columns, map, header_len: header.fields.len(), others, ident_len: ident.max_index().map_or(0, |i| i + 1).max(id_col + 1) };
 
     // Values are kept as text and parsed when read; the page's locale is learnt here: each row
     // says whether a value shows a decimal comma (`units::comma_evidence`).
@@ -225,10 +225,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     for (line, r) in rows {
         let id = ident.id(input, line, &r.ident)?;
         if r.extra {
-            return Err(input.csv_error(
-                line,
-                format!("expected at most {header_len} fields (one per header column), found {}", r.count),
-            ));
+            return Err(input.csv_error(line, format!("expected at most {header_len} fields (one per header column), found {}", r.count)));
         }
         let mut l = ident.launch(id, &r.ident);
         l.metrics = r.metrics;

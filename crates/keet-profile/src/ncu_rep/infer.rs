@@ -35,10 +35,7 @@ pub fn unit_for_metric(name: &str) -> Unit {
             _ => Unit::None,
         };
     }
-    if counter.starts_with("device__")
-        || counter.starts_with("launch__")
-        || counter.starts_with("derived_")
-    {
+    if counter.starts_with("device__") || counter.starts_with("launch__") || counter.starts_with("derived_") {
         return Unit::None;
     }
     if !matches!(rollup, Some("sum" | "avg" | "min" | "max")) || extra.is_some() {
@@ -92,69 +89,24 @@ mod tests {
 
     #[test]
     fn infers_common_units() {
-        assert_eq!(
-            unit_for_metric("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-            Unit::Percent
-        );
-        assert_eq!(
-            unit_for_metric("smsp__sass_average_branch_targets_threads_uniform.pct"),
-            Unit::Percent
-        );
-        assert_eq!(
-            unit_for_metric("derived__smsp__inst_executed_op_branch_pct"),
-            Unit::Percent
-        );
-        assert_eq!(
-            unit_for_metric("sm__maximum_warps_per_active_cycle_pct"),
-            Unit::Percent
-        );
-        assert_eq!(
-            unit_for_metric("derived__pct_occupancy_per_block_size"),
-            Unit::None
-        );
+        assert_eq!(unit_for_metric("sm__throughput.avg.pct_of_peak_sustained_elapsed"), Unit::Percent);
+        assert_eq!(unit_for_metric("smsp__sass_average_branch_targets_threads_uniform.pct"), Unit::Percent);
+        assert_eq!(unit_for_metric("derived__smsp__inst_executed_op_branch_pct"), Unit::Percent);
+        assert_eq!(unit_for_metric("sm__maximum_warps_per_active_cycle_pct"), Unit::Percent);
+        assert_eq!(unit_for_metric("derived__pct_occupancy_per_block_size"), Unit::None);
         assert_eq!(unit_for_metric("gpu__time_duration.sum"), Unit::Nanoseconds);
         assert_eq!(unit_for_metric("dram__bytes.sum"), Unit::Bytes);
-        assert_eq!(
-            unit_for_metric("dram__bytes.sum.per_second"),
-            Unit::BytesPerSecond
-        );
-        assert_eq!(
-            unit_for_metric("dram__cycles_elapsed.avg.per_second"),
-            Unit::Hertz
-        );
-        assert_eq!(
-            unit_for_metric("lts__t_sectors_srcunit_tex.sum"),
-            Unit::Count("sector".into())
-        );
-        assert_eq!(
-            unit_for_metric("lts__t_sectors.sum.per_second"),
-            Unit::PerSecond("sector".into())
-        );
-        assert_eq!(
-            unit_for_metric("smsp__inst_executed.sum"),
-            Unit::Count("inst".into())
-        );
-        assert_eq!(
-            unit_for_metric("sm__warps_active.avg.per_cycle_active"),
-            Unit::Count("warp".into())
-        );
-        assert_eq!(
-            unit_for_metric("sm__inst_executed.avg.per_cycle_active"),
-            Unit::Other("inst/cycle".into())
-        );
-        assert_eq!(
-            unit_for_metric("SM_A.TriageAC.sm__cycles_active.avg"),
-            Unit::Count("cycle".into())
-        );
-        assert_eq!(
-            unit_for_metric("device__attribute_l2_cache_size"),
-            Unit::None
-        );
+        assert_eq!(unit_for_metric("dram__bytes.sum.per_second"), Unit::BytesPerSecond);
+        assert_eq!(unit_for_metric("dram__cycles_elapsed.avg.per_second"), Unit::Hertz);
+        assert_eq!(unit_for_metric("lts__t_sectors_srcunit_tex.sum"), Unit::Count("sector".into()));
+        assert_eq!(unit_for_metric("lts__t_sectors.sum.per_second"), Unit::PerSecond("sector".into()));
+        assert_eq!(unit_for_metric("smsp__inst_executed.sum"), Unit::Count("inst".into()));
+        assert_eq!(unit_for_metric("sm__warps_active.avg.per_cycle_active"), Unit::Count("warp".into()));
+        assert_eq!(unit_for_metric("sm__inst_executed.avg.per_cycle_active"), Unit::Other("inst/cycle".into()));
+        assert_eq!(unit_for_metric("SM_A.TriageAC.sm__cycles_active.avg"), Unit::Count("cycle".into()));
+        assert_eq!(unit_for_metric("device__attribute_l2_cache_size"), Unit::None);
         assert_eq!(unit_for_metric("launch__grid_size"), Unit::None);
-        assert_eq!(
-            unit_for_metric("smsp__sass_branch_targets_threads_divergent.sum"),
-            Unit::None
-        );
+        assert_eq!(unit_for_metric("smsp__sass_branch_targets_threads_divergent.sum"), Unit::None);
         assert_eq!(unit_for_metric("inst_executed"), Unit::None);
     }
 }

@@ -44,8 +44,7 @@ pub mod proto;
 mod source;
 
 use super::{
-    At, Launch, Metric, MetricValue, MetricsBuilder, NcuRuleResult, NcuRuleType, Origin, Profile,
-    ProfileError, Result, SourceKind, Unit,
+    At, Launch, Metric, MetricValue, MetricsBuilder, NcuRuleResult, NcuRuleType, Origin, Profile, ProfileError, Result, SourceKind, Unit,
 };
 use prost::Message;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -87,69 +86,37 @@ struct State {
 
 impl<'a> Parser<'a> {
     fn err(&self, offset: usize, message: impl Into<String>) -> ProfileError {
-        ProfileError::Report {
-            path: self.path.to_owned(),
-            offset: offset as u64,
-            message: message.into(),
-        }
+        ProfileError::Report { path: self.path.to_owned(), offset: offset as u64, message: message.into() }
     }
 
     /// Reads the u32 length at `off`, which must lie before `end`.
     fn length(&self, off: usize, end: usize, what: &dyn Fn() -> String) -> Result<usize> {
         let avail = end.saturating_sub(off);
         if avail < 4 {
-            return Err(self.err(
-                off,
-                format!(
-                    "truncated: expected the 4-byte length of {}, found {avail} byte(s)",
-                    what()
-                ),
-            ));
+            return Err(self.err(off, format!("truncated: expected the 4-byte length of {}, found {avail} byte(s)", what())));
         }
         let b = &self.bytes[off..off + 4];
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
     /// The `len` bytes at `off`, which must end by `end`.
-    fn slice(
-        &self,
-        off: usize,
-        len: u64,
-        end: usize,
-        what: &dyn Fn() -> String,
-    ) -> Result<&'a [u8]> {
+    fn slice(&self, off: usize, len: u64, end: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
         let avail = end.saturating_sub(off);
         if len > avail as u64 {
-            return Err(self.err(
-                off,
-                format!("{} needs {len} bytes but only {avail} remain", what()),
-            ));
+            return Err(self.err(off, format!("{} needs {len} bytes but only {avail} remain", what())));
         }
         Ok(&self.bytes[off..off + len as usize])
     }
 
-    fn decode<M: Message + Default, B: prost::bytes::Buf>(
-        &self,
-        off: usize,
-        data: B,
-        what: &dyn Fn() -> String,
-    ) -> Result<M> {
+    fn decode<M: Message + Default, B: prost::bytes::Buf>(&self, off: usize, data: B, what: &dyn Fn() -> String) -> Result<M> {
         let len = data.remaining();
-        M::decode(data).map_err(|e| {
-            self.err(
-                off,
-                format!("{} ({len} bytes) is not valid protobuf: {e}", what()),
-            )
-        })
+        M::decode(data).map_err(|e| self.err(off, format!("{} ({len} bytes) is not valid protobuf: {e}", what())))
     }
 
     fn run(&self) -> Result<Profile> {
         let total = self.bytes.len();
         if !self.bytes.starts_with(MAGIC) {
-            return Err(self.err(
-                0,
-                "not an ncu-rep report: expected the magic bytes \"NVR\\0\"",
-            ));
+            return Err(self.err(0, "not an ncu-rep report: expected the magic bytes \"NVR\\0\""));
         }
         let mut off = MAGIC.len();
         let n = self.length(off, total, &|| "the file header".into())?;
@@ -171,21 +138,12 @@ impl<'a> Parser<'a> {
         }
         let blocks = st.blocks;
 
-        let mut notes = vec![format!(
-            "ncu-rep format version {}, {blocks} block(s)",
-            header.version
-        )];
+        let mut notes = vec![format!("ncu-rep format version {}, {blocks} block(s)", header.version)];
         if st.sources > 0 {
-            notes.push(format!(
-                "skipped {} embedded source/binary record(s)",
-                st.sources
-            ));
+            notes.push(format!("skipped {} embedded source/binary record(s)", st.sources));
         }
         if st.skipped_payload_bytes > 0 {
-            notes.push(format!(
-                "skipped {} payload byte(s) of other records (range results...)",
-                st.skipped_payload_bytes
-            ));
+            notes.push(format!("skipped {} payload byte(s) of other records (range results...)", st.skipped_payload_bytes));
         }
         if st.unknown_name_ids > 0 {
             notes.push(format!(
@@ -205,10 +163,7 @@ impl<'a> Parser<'a> {
             ));
         }
         if st.bad_records > 0 {
-            notes.push(format!(
-                "skipped {} metric/section/rule record(s) that did not decode",
-                st.bad_records
-            ));
+            notes.push(format!("skipped {} metric/section/rule record(s) that did not decode", st.bad_records));
         }
         if st.oversized_source_views > 0 {
             notes.push(format!(
@@ -218,10 +173,7 @@ impl<'a> Parser<'a> {
             ));
         }
         if st.duplicate_metrics > 0 {
-            notes.push(format!(
-                "kept the first of {} duplicated metric name(s)",
-                st.duplicate_metrics
-            ));
+            notes.push(format!("kept the first of {} duplicated metric name(s)", st.duplicate_metrics));
         }
         if let Some(c) = cut {
             if st.launches.is_empty() {
@@ -241,12 +193,7 @@ impl<'a> Parser<'a> {
                 st.launches.len()
             );
             notes.push(format!("the file ends early at byte {total}: {message}"));
-            let recovered = Profile {
-                path: self.path.to_owned(),
-                kind: SourceKind::NcuRep,
-                launches: st.launches,
-                notes,
-            };
+            let recovered = Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes };
             return Err(ProfileError::Truncated {
                 path: self.path.to_owned(),
                 at: At::Byte(total as u64),
@@ -258,17 +205,10 @@ impl<'a> Parser<'a> {
         if st.launches.is_empty() {
             return Err(ProfileError::Empty {
                 path: self.path.to_owned(),
-                message: format!(
-                    "the report has {blocks} block(s) but no profile result (kernel launch)"
-                ),
+                message: format!("the report has {blocks} block(s) but no profile result (kernel launch)"),
             });
         }
-        Ok(Profile {
-            path: self.path.to_owned(),
-            kind: SourceKind::NcuRep,
-            launches: st.launches,
-            notes,
-        })
+        Ok(Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes })
     }
 
     /// Walks the block frames from `off` to the end of the file without reading the payloads,
@@ -287,9 +227,7 @@ impl<'a> Parser<'a> {
         while off < total {
             let what_hdr = || format!("block {block} header");
             let start = off;
-            let header_bytes = self
-                .length(off, total, &what_hdr)
-                .and_then(|n| self.slice(off + 4, n as u64, total, &what_hdr));
+            let header_bytes = self.length(off, total, &what_hdr).and_then(|n| self.slice(off + 4, n as u64, total, &what_hdr));
             let header_bytes = match header_bytes {
                 Ok(b) => b,
                 Err(e) => {
@@ -353,8 +291,7 @@ impl<'a> Parser<'a> {
             };
             let n = data.len();
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
-            let result: proto::ProfileResult =
-                self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
+            let result: proto::ProfileResult = self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
             let origin = (u32::try_from(block).unwrap_or(u32::MAX), u32::try_from(i).unwrap_or(u32::MAX));
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
@@ -364,11 +301,7 @@ impl<'a> Parser<'a> {
             // Every announced record is complete; what is cut is the rest of the payload.
             let e = self.err(
                 end,
-                format!(
-                    "block {block} payload (PayloadSize) needs {} bytes but only {} remain",
-                    header.payload_size,
-                    end - payload_start
-                ),
+                format!("block {block} payload (PayloadSize) needs {} bytes but only {} remain", header.payload_size, end - payload_start),
             );
             st.skipped_payload_bytes += end - p;
             return Ok(Some(Cut::from_error(block, payload_start, e)));
@@ -398,11 +331,9 @@ struct Cut {
 impl Cut {
     fn from_error(block: usize, start: usize, e: ProfileError) -> Cut {
         match e {
-            ProfileError::Report { offset, message, .. } => Cut {
-                offset,
-                block,
-                message: format!("{message} (the record starts at byte {start})"),
-            },
+            ProfileError::Report { offset, message, .. } => {
+                Cut { offset, block, message: format!("{message} (the record starts at byte {start})") }
+            }
             other => Cut { offset: start as u64, block, message: other.to_string() },
         }
     }
@@ -438,15 +369,8 @@ fn metric_value(kind: proto::MetricValueKind) -> (Option<f64>, String) {
 }
 
 fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut State) -> Launch {
-    let sections: Vec<proto::ProfilerSection> = r
-        .sections
-        .iter()
-        .filter_map(|b| {
-            proto::ProfilerSection::decode(b.clone())
-                .map_err(|_| st.bad_records += 1)
-                .ok()
-        })
-        .collect();
+    let sections: Vec<proto::ProfilerSection> =
+        r.sections.iter().filter_map(|b| proto::ProfilerSection::decode(b.clone()).map_err(|_| st.bad_records += 1).ok()).collect();
     // Display label and section for the metrics named in section headers (first one wins).
     let mut labels: HashMap<&[u8], (&[u8], &[u8])> = HashMap::new();
     // Source-view columns the report asks for: (metric name or `group:...`, column label).
@@ -456,17 +380,12 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut S
         if let Some(h) = &s.header {
             for m in &h.metrics {
                 if !m.name.is_empty() {
-                    labels
-                        .entry(m.name.as_slice())
-                        .or_insert((m.label.as_slice(), s.display_name.as_slice()));
+                    labels.entry(m.name.as_slice()).or_insert((m.label.as_slice(), s.display_name.as_slice()));
                 }
             }
         }
         for m in s.source_metrics.iter().flat_map(|l| &l.metrics) {
-            if !m.name.is_empty()
-                && source_columns.len() < source::MAX_COLUMNS
-                && source_names.insert(m.name.as_slice())
-            {
+            if !m.name.is_empty() && source_columns.len() < source::MAX_COLUMNS && source_names.insert(m.name.as_slice()) {
                 source_columns.push((m.name.as_slice(), m.label.as_slice()));
             }
         }
@@ -526,33 +445,18 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut S
     });
 
     let num = |k: &str| metrics.get(k).and_then(|m| m.as_f64());
-    let int = |k: &str| {
-        num(k)
-            .filter(|v| *v >= 0.0 && v.fract() == 0.0)
-            .map(|v| v as u64)
-    };
+    let int = |k: &str| num(k).filter(|v| *v >= 0.0 && v.fract() == 0.0).map(|v| v as u64);
     let dims = |d: Option<proto::Uint64x3>, prefix: &str| {
-        d.map(|d| [d.x, d.y, d.z]).or_else(|| {
-            Some([
-                int(&format!("{prefix}_x"))?,
-                int(&format!("{prefix}_y"))?,
-                int(&format!("{prefix}_z"))?,
-            ])
-        })
+        d.map(|d| [d.x, d.y, d.z])
+            .or_else(|| Some([int(&format!("{prefix}_x"))?, int(&format!("{prefix}_y"))?, int(&format!("{prefix}_z"))?]))
     };
     let grid_size = dims(r.grid_size, "launch__grid_dim");
     let block_size = dims(r.block_size, "launch__block_dim");
-    let compute_capability = match (
-        int("device__attribute_compute_capability_major"),
-        int("device__attribute_compute_capability_minor"),
-    ) {
+    let compute_capability = match (int("device__attribute_compute_capability_major"), int("device__attribute_compute_capability_minor")) {
         (Some(a), Some(b)) => Some(format!("{a}.{b}")),
         _ => None,
     };
-    let device_name = match metrics
-        .get("device__attribute_display_name")
-        .map(|m| m.value)
-    {
+    let device_name = match metrics.get("device__attribute_display_name").map(|m| m.value) {
         Some(MetricValue::Text(s)) if !s.is_empty() => Some(s.to_string()),
         _ => None,
     };
@@ -654,8 +558,7 @@ pub fn render_markup(text: &str) -> String {
             let r = if let Some(s) = inner.strip_prefix("section:") {
                 s.split_once(':').map(|(_, label)| label.to_string())
             } else if let Some(u) = inner.strip_prefix("url:") {
-                u.split_once(':')
-                    .map(|(label, url)| format!("{label} ({url})"))
+                u.split_once(':').map(|(label, url)| format!("{label} ({url})"))
             } else {
                 None
             };
@@ -690,20 +593,13 @@ mod tests {
 
     fn pc_value(pc: u64, v: u64) -> MetricInstance {
         MetricInstance {
-            key: Some(ProfileMetricValue {
-                kind: Some(MetricValueKind::Uint64(pc)),
-            }),
-            value: Some(ProfileMetricValue {
-                kind: Some(MetricValueKind::Uint64(v)),
-            }),
+            key: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(pc)) }),
+            value: Some(ProfileMetricValue { kind: Some(MetricValueKind::Uint64(v)) }),
         }
     }
 
     fn metric(id: u32, kind: MetricValueKind) -> ProfileMetricResult {
-        ProfileMetricResult {
-            name_id: id,
-            value: Some(ProfileMetricValue { kind: Some(kind) }),
-        }
+        ProfileMetricResult { name_id: id, value: Some(ProfileMetricValue { kind: Some(kind) }) }
     }
 
     fn sample_result(kernel: &str, duration: f64) -> ProfileResult {
@@ -730,11 +626,8 @@ mod tests {
                 Bytes::from(
                     [
                         metric(6, MetricValueKind::Uint64(3)).encode_to_vec(),
-                        ProfileMetricInstances {
-                            name_id: 0,
-                            instances: vec![pc_value(0x7000_0010, 1), pc_value(0x7000_0000, 2)],
-                        }
-                        .encode_to_vec(),
+                        ProfileMetricInstances { name_id: 0, instances: vec![pc_value(0x7000_0010, 1), pc_value(0x7000_0000, 2)] }
+                            .encode_to_vec(),
                     ]
                     .concat(),
                 ),
@@ -745,16 +638,10 @@ mod tests {
                 identifier: b"SpeedOfLight".to_vec(),
                 display_name: b"GPU Speed Of Light Throughput".to_vec(),
                 header: Some(ProfilerSectionHeader {
-                    metrics: vec![ProfilerSectionMetric {
-                        name: b"gpu__time_duration.sum".to_vec(),
-                        label: b"Duration".to_vec(),
-                    }],
+                    metrics: vec![ProfilerSectionMetric { name: b"gpu__time_duration.sum".to_vec(), label: b"Duration".to_vec() }],
                 }),
                 source_metrics: vec![SourceMetricList {
-                    metrics: vec![ProfilerSectionMetric {
-                        name: b"inst_executed".to_vec(),
-                        label: b"Instructions Executed".to_vec(),
-                    }],
+                    metrics: vec![ProfilerSectionMetric { name: b"inst_executed".to_vec(), label: b"Instructions Executed".to_vec() }],
                 }],
             }]
             .iter()
@@ -767,8 +654,7 @@ mod tests {
                 body: Some(RuleResultBody {
                     items: vec![RuleResultBodyItem {
                         message: Some(RuleResultMessage {
-                            text: b"Grid is small. See @section:LaunchStats:Launch Statistics@ and @url:Guide:https://x.y/z#a@."
-                                .to_vec(),
+                            text: b"Grid is small. See @section:LaunchStats:Launch Statistics@ and @url:Guide:https://x.y/z#a@.".to_vec(),
                             kind: 4,
                             title: b"Small Grid".to_vec(),
                         }),
@@ -797,15 +683,8 @@ mod tests {
             "launch__no_value",
             "inst_executed",
         ];
-        let process = ProcessInfo {
-            process_id: Some(4242),
-            host_name: b"127.0.0.1".to_vec(),
-            executable: b"/usr/bin/app".to_vec(),
-        };
-        for (i, (kernel, dur)) in [("first", 1952.0), ("second", 12.5)]
-            .into_iter()
-            .enumerate()
-        {
+        let process = ProcessInfo { process_id: Some(4242), host_name: b"127.0.0.1".to_vec(), executable: b"/usr/bin/app".to_vec() };
+        for (i, (kernel, dur)) in [("first", 1952.0), ("second", 12.5)].into_iter().enumerate() {
             let mut payload = Vec::new();
             frame(&mut payload, b"\x08\x01\x22\x03ELF"); // a source record, skipped
             frame(&mut payload, &sample_result(kernel, dur).encode_to_vec());
@@ -813,9 +692,7 @@ mod tests {
             let header = BlockHeader {
                 num_sources: 1,
                 num_results: 1,
-                string_table: (i == 0).then(|| StringTable {
-                    strings: names.iter().map(|s| s.as_bytes().to_vec()).collect(),
-                }),
+                string_table: (i == 0).then(|| StringTable { strings: names.iter().map(|s| s.as_bytes().to_vec()).collect() }),
                 payload_size: payload.len() as u64,
                 process: Some(process.clone()),
             };
@@ -873,29 +750,12 @@ mod tests {
         assert_eq!(r.rule, "LaunchConfiguration");
         assert_eq!(r.section.as_deref(), Some("LaunchStats"));
         assert_eq!(r.kind, NcuRuleType::Opt);
-        assert_eq!(
-            r.message,
-            "Grid is small. See Launch Statistics and Guide (https://x.y/z#a)."
-        );
+        assert_eq!(r.message, "Grid is small. See Launch Statistics and Guide (https://x.y/z#a).");
         assert_eq!(r.speedup_type.as_deref(), Some("global"));
         assert_eq!(r.speedup_pct, Some(96.5));
-        assert!(
-            p.notes
-                .iter()
-                .any(|n| n.contains("outside the string table")),
-            "{:?}",
-            p.notes
-        );
-        assert!(
-            p.notes.iter().any(|n| n.contains("did not decode")),
-            "{:?}",
-            p.notes
-        );
-        assert!(
-            p.notes.iter().any(|n| n.contains("duplicated")),
-            "{:?}",
-            p.notes
-        );
+        assert!(p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.contains("did not decode")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.contains("duplicated")), "{:?}", p.notes);
         assert_eq!(l.metrics.get("inst_executed").unwrap().as_f64(), Some(3.0));
         let src = l.source.as_ref().expect("source view");
         assert_eq!(src.view, "sass");
@@ -970,7 +830,11 @@ mod tests {
             ..Default::default()
         };
         let table = |names: &[&str]| StringTable { strings: names.iter().map(|s| s.as_bytes().to_vec()).collect() };
-        for (names, kernel) in [(&["gpu__time_duration.sum", "launch__registers_per_thread"][..], Some("a")), (&["late__name"][..], None), (&[][..], Some("b"))] {
+        for (names, kernel) in [
+            (&["gpu__time_duration.sum", "launch__registers_per_thread"][..], Some("a")),
+            (&["late__name"][..], None),
+            (&[][..], Some("b")),
+        ] {
             let mut payload = Vec::new();
             if let Some(k) = kernel {
                 frame(&mut payload, &result(k).encode_to_vec());
@@ -1001,34 +865,19 @@ mod tests {
 
         let e = parse(b"NVR\0\x02\x00").unwrap_err();
         assert_eq!(offset_of(&e), 4);
-        assert!(
-            e.to_string().contains("4-byte length of the file header"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("4-byte length of the file header"), "{e}");
 
         let mut huge = b"NVR\0".to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         let e = parse(&huge).unwrap_err();
         assert_eq!(offset_of(&e), 8);
-        assert!(
-            e.to_string()
-                .contains("needs 4294967295 bytes but only 0 remain"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("needs 4294967295 bytes but only 0 remain"), "{e}");
 
         // A block header claiming a payload larger than the file.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
         let at = r.len();
-        frame(
-            &mut r,
-            &BlockHeader {
-                num_results: 3,
-                payload_size: 1 << 40,
-                ..Default::default()
-            }
-            .encode_to_vec(),
-        );
+        frame(&mut r, &BlockHeader { num_results: 3, payload_size: 1 << 40, ..Default::default() }.encode_to_vec());
         let e = parse(&r).unwrap_err();
         assert!(offset_of(&e) > at as u64);
         // The block is cut: the first record that does not fit is named.
@@ -1037,36 +886,17 @@ mod tests {
         // More results announced than the payload holds.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
-        frame(
-            &mut r,
-            &BlockHeader {
-                num_results: u32::MAX,
-                payload_size: 6,
-                ..Default::default()
-            }
-            .encode_to_vec(),
-        );
+        frame(&mut r, &BlockHeader { num_results: u32::MAX, payload_size: 6, ..Default::default() }.encode_to_vec());
         let payload_at = r.len();
         frame(&mut r, &[0x08, 0x01]);
         let e = parse(&r).unwrap_err();
         assert_eq!(offset_of(&e), payload_at as u64 + 6);
-        assert!(
-            e.to_string().contains("profile result 1 of 4294967295"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("profile result 1 of 4294967295"), "{e}");
 
         // Garbage protobuf inside a result.
         let mut r = b"NVR\0".to_vec();
         frame(&mut r, &FileHeader { version: 7 }.encode_to_vec());
-        frame(
-            &mut r,
-            &BlockHeader {
-                num_results: 1,
-                payload_size: 7,
-                ..Default::default()
-            }
-            .encode_to_vec(),
-        );
+        frame(&mut r, &BlockHeader { num_results: 1, payload_size: 7, ..Default::default() }.encode_to_vec());
         let payload_at = r.len();
         frame(&mut r, &[0xff, 0xff, 0xff]);
         let e = parse(&r).unwrap_err();

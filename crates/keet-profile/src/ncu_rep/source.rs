@@ -18,56 +18,32 @@ use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 const STALL_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
-const ALL_SAMPLES: (&str, &str) = (
-    "group:smsp__pcsamp_warp_stall_reasons",
-    "Warp Stall Sampling (All Samples)",
-);
-const NOT_ISSUED: (&str, &str) = (
-    "group:smsp__pcsamp_warp_stall_reasons_not_issued",
-    "Warp Stall Sampling (Not-issued Samples)",
-);
+const ALL_SAMPLES: (&str, &str) = ("group:smsp__pcsamp_warp_stall_reasons", "Warp Stall Sampling (All Samples)");
+const NOT_ISSUED: (&str, &str) = ("group:smsp__pcsamp_warp_stall_reasons_not_issued", "Warp Stall Sampling (Not-issued Samples)");
 
 /// Per-instruction metrics and their source-page labels, for reports that do not list them.
 const KNOWN: &[(&str, &str)] = &[
     ("smsp__pcsamp_sample_count", "# Samples"),
     ("inst_executed", "Instructions Executed"),
     ("thread_inst_executed", "Thread Instructions Executed"),
-    (
-        "thread_inst_executed_true",
-        "Predicated-On Thread Instructions Executed",
-    ),
+    ("thread_inst_executed_true", "Predicated-On Thread Instructions Executed"),
     ("derived__avg_thread_executed", "Avg. Threads Executed"),
-    (
-        "derived__avg_thread_executed_true",
-        "Avg. Predicated-On Threads Executed",
-    ),
-    (
-        "derived__avg_thread_unexecuted_true",
-        "Avg. Predicated-On Threads Unexecuted",
-    ),
-    (
-        "smsp__branch_targets_threads_divergent",
-        "Divergent Branches",
-    ),
+    ("derived__avg_thread_executed_true", "Avg. Predicated-On Threads Executed"),
+    ("derived__avg_thread_unexecuted_true", "Avg. Predicated-On Threads Unexecuted"),
+    ("smsp__branch_targets_threads_divergent", "Divergent Branches"),
 ];
 
 /// Per-instruction attributes rather than counters: enum codes ncu shows as words ("Global",
 /// "Store") or an access size that is "-" on non-memory instructions. Left out.
-const NOT_COUNTERS: &[&str] = &[
-    "memory_type",
-    "memory_access_type",
-    "memory_access_size_type",
-    "smsp__sass_inst_executed_memdesc_explicit_evict_type",
-];
+const NOT_COUNTERS: &[&str] =
+    &["memory_type", "memory_access_type", "memory_access_size_type", "smsp__sass_inst_executed_memdesc_explicit_evict_type"];
 
 /// Whether `name` may hold per-instruction values worth decoding.
 pub(super) fn is_source_metric(name: &str, listed: &HashSet<&[u8]>) -> bool {
     if NOT_COUNTERS.contains(&name) {
         return false;
     }
-    name.starts_with(STALL_PREFIX)
-        || listed.contains(name.as_bytes())
-        || KNOWN.iter().any(|(n, _)| *n == name)
+    name.starts_with(STALL_PREFIX) || listed.contains(name.as_bytes()) || KNOWN.iter().any(|(n, _)| *n == name)
 }
 
 /// The instance values of an encoded metric result, keyed by PC; `None` when it has none or its
@@ -96,11 +72,7 @@ pub(super) fn instances_by_pc(raw: &Bytes) -> Option<BTreeMap<u64, f64>> {
 /// Sum, per PC, of the metrics a `group:` column stands for. The report stores the members as
 /// the group metric's text value ("a,b,c"); without it, the two warp-stall sampling groups are
 /// known by name.
-fn group(
-    name: &str,
-    per_pc: &[(String, BTreeMap<u64, f64>)],
-    metrics: &Metrics,
-) -> Option<BTreeMap<u64, f64>> {
+fn group(name: &str, per_pc: &[(String, BTreeMap<u64, f64>)], metrics: &Metrics) -> Option<BTreeMap<u64, f64>> {
     let members: HashSet<&str> = match metrics.get(name).map(|m| m.value) {
         Some(MetricValue::Text(list)) => list.split(',').map(str::trim).collect(),
         _ => HashSet::new(),
@@ -154,46 +126,30 @@ fn view_capped(
         return Ok(None);
     }
     let wanted: Vec<(String, String)> = if listed.is_empty() {
-        [ALL_SAMPLES, NOT_ISSUED]
-            .iter()
-            .chain(KNOWN)
-            .map(|(n, l)| (n.to_string(), l.to_string()))
-            .collect()
+        [ALL_SAMPLES, NOT_ISSUED].iter().chain(KNOWN).map(|(n, l)| (n.to_string(), l.to_string())).collect()
     } else {
         listed
             .iter()
             .map(|(n, l)| {
                 let n = String::from_utf8_lossy(n).into_owned();
-                let l = if l.is_empty() {
-                    n.clone()
-                } else {
-                    String::from_utf8_lossy(l).into_owned()
-                };
+                let l = if l.is_empty() { n.clone() } else { String::from_utf8_lossy(l).into_owned() };
                 (n, l)
             })
             .collect()
     };
-    let by_name: HashMap<&str, &BTreeMap<u64, f64>> =
-        per_pc.iter().map(|(n, v)| (n.as_str(), v)).collect();
+    let by_name: HashMap<&str, &BTreeMap<u64, f64>> = per_pc.iter().map(|(n, v)| (n.as_str(), v)).collect();
     let mut columns: Vec<(String, BTreeMap<u64, f64>)> = Vec::new();
     for (name, label) in wanted {
-        let values = if name.starts_with("group:") {
-            group(&name, &per_pc, metrics)
-        } else {
-            by_name.get(name.as_str()).map(|v| (*v).clone())
-        };
+        let values =
+            if name.starts_with("group:") { group(&name, &per_pc, metrics) } else { by_name.get(name.as_str()).map(|v| (*v).clone()) };
         if let Some(v) = values {
             columns.push((label, v));
         }
     }
     // Reports that do not list their source metrics: individual stall reasons are kept under
     // their raw names when any instruction has a sample for them.
-    let mut reasons: Vec<&(String, BTreeMap<u64, f64>)> = per_pc
-        .iter()
-        .filter(|(n, v)| {
-            listed.is_empty() && n.starts_with(STALL_PREFIX) && v.values().any(|x| *x != 0.0)
-        })
-        .collect();
+    let mut reasons: Vec<&(String, BTreeMap<u64, f64>)> =
+        per_pc.iter().filter(|(n, v)| listed.is_empty() && n.starts_with(STALL_PREFIX) && v.values().any(|x| *x != 0.0)).collect();
     reasons.sort_by(|a, b| a.0.cmp(&b.0));
     for (n, v) in reasons {
         if !columns.iter().any(|(l, _)| l == n) {
@@ -203,10 +159,7 @@ fn view_capped(
     if columns.is_empty() {
         return Ok(None);
     }
-    let pcs: BTreeSet<u64> = columns
-        .iter()
-        .flat_map(|(_, v)| v.keys().copied())
-        .collect();
+    let pcs: BTreeSet<u64> = columns.iter().flat_map(|(_, v)| v.keys().copied()).collect();
     // Rows x columns can grow faster than the input (disjoint PCs per metric): refuse the view
     // rather than allocate without bound for a hostile or corrupt file.
     let cells = pcs.len().saturating_mul(columns.len());
@@ -221,17 +174,10 @@ fn view_capped(
             address: Some(format!("{pc:#x}")),
             text: String::new(),
             // ncu stores no instance where a counter is zero; its source page shows 0 there.
-            values: columns
-                .iter()
-                .map(|(_, v)| Some(v.get(&pc).copied().unwrap_or(0.0)))
-                .collect(),
+            values: columns.iter().map(|(_, v)| Some(v.get(&pc).copied().unwrap_or(0.0))).collect(),
         })
         .collect();
-    Ok(Some(SourceView {
-        view: "sass".into(),
-        columns: columns.into_iter().map(|(l, _)| l).collect(),
-        rows,
-    }))
+    Ok(Some(SourceView { view: "sass".into(), columns: columns.into_iter().map(|(l, _)| l).collect(), rows }))
 }
 
 #[cfg(test)]
@@ -245,64 +191,31 @@ mod tests {
     #[test]
     fn listed_columns_groups_and_zero_fill() {
         let listed: Vec<(&[u8], &[u8])> = vec![
-            (
-                b"group:smsp__pcsamp_warp_stall_reasons",
-                b"Warp Stall Sampling (All Samples)",
-            ),
+            (b"group:smsp__pcsamp_warp_stall_reasons", b"Warp Stall Sampling (All Samples)"),
             (b"inst_executed", b"Instructions Executed"),
             (b"not_collected", b"Missing"),
         ];
         let per_pc = vec![
-            (
-                "inst_executed".to_string(),
-                pcs(&[(0x10, 4.0), (0x20, 2.0)]),
-            ),
-            (
-                "smsp__pcsamp_warps_issue_stalled_wait".to_string(),
-                pcs(&[(0x20, 3.0)]),
-            ),
-            (
-                "smsp__pcsamp_warps_issue_stalled_math".to_string(),
-                pcs(&[(0x20, 1.0), (0x30, 5.0)]),
-            ),
-            (
-                "smsp__pcsamp_warps_issue_stalled_wait_not_issued".to_string(),
-                pcs(&[(0x20, 9.0)]),
-            ),
+            ("inst_executed".to_string(), pcs(&[(0x10, 4.0), (0x20, 2.0)])),
+            ("smsp__pcsamp_warps_issue_stalled_wait".to_string(), pcs(&[(0x20, 3.0)])),
+            ("smsp__pcsamp_warps_issue_stalled_math".to_string(), pcs(&[(0x20, 1.0), (0x30, 5.0)])),
+            ("smsp__pcsamp_warps_issue_stalled_wait_not_issued".to_string(), pcs(&[(0x20, 9.0)])),
         ];
         let v = view(&listed, per_pc, &Metrics::new()).unwrap().unwrap();
-        assert_eq!(
-            v.columns,
-            ["Warp Stall Sampling (All Samples)", "Instructions Executed"]
-        );
-        let rows: Vec<(&str, &[Option<f64>])> = v
-            .rows
-            .iter()
-            .map(|r| (r.address.as_deref().unwrap(), r.values.as_slice()))
-            .collect();
+        assert_eq!(v.columns, ["Warp Stall Sampling (All Samples)", "Instructions Executed"]);
+        let rows: Vec<(&str, &[Option<f64>])> = v.rows.iter().map(|r| (r.address.as_deref().unwrap(), r.values.as_slice())).collect();
         assert_eq!(
             rows,
-            [
-                ("0x10", &[Some(0.0), Some(4.0)][..]),
-                ("0x20", &[Some(4.0), Some(2.0)][..]),
-                ("0x30", &[Some(5.0), Some(0.0)][..]),
-            ]
+            [("0x10", &[Some(0.0), Some(4.0)][..]), ("0x20", &[Some(4.0), Some(2.0)][..]), ("0x30", &[Some(5.0), Some(0.0)][..]),]
         );
     }
 
     #[test]
     fn oversized_views_are_refused() {
-        let per_pc = vec![
-            ("inst_executed".to_string(), pcs(&[(1, 1.0), (2, 1.0)])),
-            ("thread_inst_executed".to_string(), pcs(&[(3, 1.0)])),
-        ];
+        let per_pc =
+            vec![("inst_executed".to_string(), pcs(&[(1, 1.0), (2, 1.0)])), ("thread_inst_executed".to_string(), pcs(&[(3, 1.0)]))];
         // Built-in columns (no list): 2 columns x 3 PCs = 6 values.
-        assert_eq!(
-            view_capped(&[], per_pc.clone(), &Metrics::new(), 5),
-            Err(6)
-        );
-        assert!(view_capped(&[], per_pc, &Metrics::new(), 6)
-            .unwrap()
-            .is_some());
+        assert_eq!(view_capped(&[], per_pc.clone(), &Metrics::new(), 5), Err(6));
+        assert!(view_capped(&[], per_pc, &Metrics::new(), 6).unwrap().is_some());
     }
 }
