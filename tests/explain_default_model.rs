@@ -12,7 +12,8 @@ use keet::validate::Context;
 use std::path::Path;
 use std::process::Command;
 
-const PROFILES: [&str; 2] = ["rtx4090-lashi/transpose.ncu-rep", "h800-sglang/fa2_fwd.ncu-rep"];
+// Profiles whose top kernel has rule findings for the model to explain.
+const PROFILES: [&str; 2] = ["rtx3060-sassscope/details.csv", "h200-moe/decode_c1.ncu-rep"];
 
 fn corpus(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel).display().to_string()

@@ -25,7 +25,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "prose",
         "validate",
     ],
-    &["facts", "rules", "rules::estimate", "rules::kind", "rules::text"],
     &["llm::fast", "llm::loader"],
 ];
 

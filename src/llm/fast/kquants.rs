@@ -39,7 +39,7 @@ impl KType {
 
 #[inline]
 fn rd_f16(b: &[u8], off: usize) -> f32 {
-    super::kernels::f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
+    super::cpu::f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
 }
 
 /// Activations quantized like llama.cpp's Q8_K: per block of 256, x ≈ d * qs, with the sum of the
@@ -197,7 +197,7 @@ pub fn dot_rows(fmt: KType, w: &[u8], k: usize, qs: &[i8], d: &[f32], bsums: &[i
     if simd {
         for (r, o) in out.iter_mut().enumerate() {
             let row = &w[r * rb..(r + 1) * rb];
-            // SAFETY: `simd` is only true when `kernels::has_avx2()` holds; `row` holds `nb` whole
+            // SAFETY: `simd` is only true when `cpu::has_avx2()` holds; `row` holds `nb` whole
             // blocks and the activations `nb` blocks (asserted above); the kernels read no more.
             *o = unsafe {
                 match fmt {
@@ -256,7 +256,7 @@ mod avx {
 
     #[inline(always)]
     unsafe fn f16_at(p: *const u8) -> f32 {
-        super::super::kernels::f16_to_f32((p as *const u16).read_unaligned())
+        super::super::cpu::f16_to_f32((p as *const u16).read_unaligned())
     }
 
     /// Byte shuffles that broadcast 16-bit scale `i` (0..8) to all 16 lanes of a 256-bit vector.
@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn dots_match_scalar_and_dequantized_reference() {
-        let simd = super::super::kernels::has_avx2();
+        let simd = super::super::cpu::has_avx2();
         for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
             for k in [256, 512, 1536] {
                 let rows = 5;
@@ -661,7 +661,7 @@ mod tests {
 
     #[test]
     fn gemm_rows_matches_dot_rows() {
-        let simd = super::super::kernels::has_avx2();
+        let simd = super::super::cpu::has_avx2();
         for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
             let (rows, k, t_n, ldo) = (6, 768, 11, 16);
             let w = quantize(fmt, &rng_values(23, rows * k, 0.3));

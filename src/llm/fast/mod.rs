@@ -21,6 +21,7 @@
 
 #![allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
 
+pub mod cpu;
 pub mod kernels;
 pub mod kquants;
 pub mod pool;
