@@ -26,7 +26,8 @@ fn corpus(rel: &str) -> String {
 }
 
 fn explain(path: &str, cache: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["explain", "--format", "json", "--top", "2", "--max-findings", "1", path];
+    // SmolLM2 writes in the mode made for it (the default, free, is for a model that can write).
+    let mut args = vec!["explain", "--format", "json", "--top", "2", "--max-findings", "1", "--prose", "guided", path];
     args.extend_from_slice(extra);
     let out = Command::new(env!("CARGO_BIN_EXE_keet"))
         .args(&args)
