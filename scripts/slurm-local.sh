@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node Slurm on this machine, for trying the batch scripts and for tests/slurm_batch.rs:
+# A single-node Slurm on this machine, for trying the batch scripts and for tests/integration/slurm_batch.rs:
 # Debian's slurm-wlm and munge (apt-get install -y slurm-wlm munge), one node (this host), all
 # state under DIR. Needs root (munged and slurmd run as root here).
 #

@@ -1,6 +1,6 @@
 """A real MCP client (the official Python SDK, `mcp` on PyPI) talking to `keet mcp` over stdio.
 
-Run by tests/mcp_stdio.rs:
+Run by tests/integration/mcp_stdio.rs:
 
     python tests/mcp_client.py KEET_BINARY WORK_DIR
 

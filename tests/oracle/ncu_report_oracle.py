@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dumps what NVIDIA's own reader (`ncu_report`, PyPI wheel `ncu-report`) finds in .ncu-rep files.
 
-Used by tests/ncu_report_oracle.rs as the oracle for keet's native reader. For each report, in
+Used by tests/integration/ncu_report_oracle.rs as the oracle for keet's native reader. For each report, in
 NVIDIA's launch order: the launch's function, mangled and demangled names, and every metric the
 reader lists with its value kind and stored value (strings as text, integers exactly, floating
 point as a float, NaN and infinities as the strings "nan", "inf", "-inf"), or "has_value": false for a metric listed without a value.

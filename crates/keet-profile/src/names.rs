@@ -6,7 +6,7 @@
 //! metric's display label. Nsight Compute's section files (`sections/*.section`) declare each label
 //! with its raw metric name (`Label: "Duration"`, `Name: "gpu__time_duration.sum"`); the table below
 //! restates those facts, and every entry that `rtx3060-sassscope/details.csv` exercises was checked
-//! against the raw page of the same launch (`raw.csv`, same values), see `tests/csv_corpus.rs`.
+//! against the raw page of the same launch (`raw.csv`, same values), see `tests/integration/csv_corpus.rs`.
 //!
 //! Besides the table, three label shapes are resolved by rule:
 //! - breakdown tables ("Compute Throughput Breakdown"): `"{UNIT}: {Compound Name}"`, e.g.

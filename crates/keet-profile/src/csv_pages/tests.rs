@@ -1,4 +1,4 @@
-//! Unit tests of the CSV readers on small inline inputs (the real corpus is in `tests/csv_corpus.rs`).
+//! Unit tests of the CSV readers on small inline inputs (the real corpus is in `tests/integration/csv_corpus.rs`).
 
 use super::*;
 use crate::{MetricValue, NcuRuleType, ProfileError, SourceKind, Unit};

@@ -16,7 +16,7 @@ fn keet(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_keet"))
         .args(args)
         .env("KEET_CACHE", cache)
-        // Pipeline mechanics on the small model; tests/explain_default_model.rs runs the default.
+        // Pipeline mechanics on the small model; tests/integration/explain_default_model.rs runs the default.
         .env("KEET_MODEL", "smollm2-135m-instruct")
         .output()
         .expect("keet runs")
@@ -28,7 +28,7 @@ fn ok(out: &Output) -> String {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).unwrap();
+    let s: serde_json::Value = serde_json::from_str(include_str!("../../docs/schema/explain-v2.schema.json")).unwrap();
     jsonschema::validator_for(&s).unwrap()
 }
 

@@ -5,7 +5,7 @@
 //!   file against the kernel sources (no GPU, no profiles needed).
 //! * `h100_profiles_show_labelled_problems` is ignored until `fixtures/h100/` holds the profiles
 //!   written by `scripts/profile-h100.sh` on an H100; run it with
-//!   `cargo test --test h100_labels -- --ignored`. It reads every profile with keet's ingest,
+//!   `cargo test --test integration h100_labels -- --ignored`. It reads every profile with keet's ingest,
 //!   checks each label's facts against the measured metrics, and checks that the rule layer names
 //!   the labelled primary problem and that the twin does not show it.
 

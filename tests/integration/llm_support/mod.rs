@@ -14,7 +14,7 @@ pub fn skip() -> bool {
 }
 
 /// The model the engine-mechanics tests run: SmolLM2-135M (installed by `.ci/run` beside the
-/// default); the default model's own tests are few (tests/explain_default_model.rs).
+/// default); the default model's own tests are few (tests/integration/explain_default_model.rs).
 pub const TEST_MODEL: &str = "smollm2-135m-instruct";
 
 /// Loads [`TEST_MODEL`] through keet's normal resolution (1 thread: tests run side by side).

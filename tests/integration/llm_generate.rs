@@ -1,7 +1,7 @@
 //! Generation on the real default model: deterministic greedy output, the chat template, prefix
 //! reuse giving the same output as a cold run, end tokens and token budget.
 
-mod llm_support;
+use crate::llm_support;
 
 use keet::llm::{ChatMessage, GenerateOptions, StopReason};
 

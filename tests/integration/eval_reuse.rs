@@ -2,7 +2,7 @@
 //! from its KV state, and that gives the same letters (and the same logits) as a full prefill of
 //! every prompt.
 
-mod llm_support;
+use crate::llm_support;
 
 use keet::eval::{self, answer, Condition, EvalOptions};
 use keet::llm::{ChatMessage, Engine, EngineOptions};

@@ -7,7 +7,7 @@
 //! A module's use of its own ancestors (`super::Thing`, a type its parent module owns) is not an
 //! edge: a child is part of its parent. Comments are skipped (doc links are not imports).
 //!
-//! `cargo test --test module_graph -- --nocapture` prints the circles with the edges that close them.
+//! `cargo test --test integration module_graph -- --nocapture` prints the circles with the edges that close them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -51,8 +51,11 @@ fn now_ms() -> u128 {
 }
 
 fn spawn_role(test: &str, role: &str, path: &Path, writer: usize, start_at_ms: u128) -> Child {
+    // Test names in the one integration binary are paths below the crate: `cache_concurrency::role_…`.
+    let module = module_path!().split_once("::").map_or("", |(_, module)| module);
+    let exact_name = format!("{module}::{test}");
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1", "-q"])
+        .args(["--exact", &exact_name, "--nocapture", "--test-threads=1", "-q"])
         .env(ROLE, role)
         .env(PATH, path)
         .env(WRITER, writer.to_string())

@@ -4,7 +4,7 @@
 //! does not change the output (these models cannot snapshot their cache: keet replays), and
 //! constrained output that parses.
 
-mod llm_support;
+use crate::llm_support;
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};

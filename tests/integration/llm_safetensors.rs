@@ -3,7 +3,7 @@
 //! tokenizer (it must tokenize like the GGUF one), deterministic greedy generation with prefix reuse,
 //! and constrained output that parses.
 
-mod llm_support;
+use crate::llm_support;
 
 use std::collections::HashMap;
 use std::path::Path;

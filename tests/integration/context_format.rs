@@ -2,7 +2,7 @@
 //! `--max-tokens` budget (counted with the default model's tokenizer), cuts the least important
 //! kernels first and says so; bad budgets are usage errors.
 
-mod llm_support;
+use crate::llm_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! formats with one letter, tallied per kind with intervals and the paired test; the questions-only
 //! JSONL; and the scoring of answers made elsewhere (`--answers`), including bad answer files.
 
-mod llm_support;
+use crate::llm_support;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

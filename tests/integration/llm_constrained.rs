@@ -1,7 +1,7 @@
 //! 50 JSON-Schema-constrained generations on the real default model, over varied prompts and
 //! schemas: every output parses and validates against its schema.
 
-mod llm_support;
+use crate::llm_support;
 
 use keet::llm::constraint::max_tokens_bound;
 use keet::llm::{ChatMessage, GenerateOptions, StopReason};

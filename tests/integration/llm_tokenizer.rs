@@ -1,7 +1,7 @@
 //! The tokenizer built from GGUF metadata gives the same ids as an independent implementation
 //! (tests/data/tokenizer_reference_smollm2.json, recorded by scripts/make_tokenizer_reference.py).
 
-mod llm_support;
+use crate::llm_support;
 
 use keet::llm::loader::GgufFile;
 use keet::llm::resolve::{resolve_model, ModelLocation};
@@ -20,7 +20,7 @@ fn tokenizer_ids_match_reference() {
     };
     let gguf = GgufFile::open(&path).unwrap();
     let tk = Tokenizer::from_gguf(gguf.metadata()).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(include_str!("data/tokenizer_reference_smollm2.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(include_str!("../data/tokenizer_reference_smollm2.json")).unwrap();
     let cases = reference["cases"].as_array().unwrap();
     assert!(cases.len() >= 15);
     let mut failures = Vec::new();

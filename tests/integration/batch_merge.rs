@@ -70,7 +70,7 @@ fn four_shards_merge_to_the_unsharded_report() {
     assert_eq!(a["errors"], b["errors"], "errors of every shard kept");
     assert_eq!(full, merged, "the whole report, byte for byte");
     // Parts and the merged report follow the published schema.
-    let schema: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(include_str!("../../docs/schema/explain-v2.schema.json")).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     for k in 0..4 {
         let part: serde_json::Value =

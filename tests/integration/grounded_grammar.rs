@@ -2,7 +2,7 @@
 //! cannot make the model write it, because the JSON Schema's text pattern admits only the
 //! launch's own rendered values; the terms and free words still come through.
 
-mod llm_support;
+use crate::llm_support;
 
 use keet::explain::schema::{grounded_text, TextField};
 use keet::grounding::Grounding;

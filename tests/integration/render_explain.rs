@@ -18,7 +18,7 @@ fn corpus(rel: &str) -> PathBuf {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/explain-v2.schema.json")).expect("schema is JSON");
+    let s: serde_json::Value = serde_json::from_str(include_str!("../../docs/schema/explain-v2.schema.json")).expect("schema is JSON");
     jsonschema::validator_for(&s).expect("schema compiles")
 }
 

@@ -593,7 +593,7 @@ fn details_pages_through_csv_reader_agree() {
     assert!(n >= 20, "only {n} compared");
 }
 
-/// `cargo test --release --test ncu_rep_corpus -- --ignored --nocapture time_` prints the parse time.
+/// `cargo test --release --test integration ncu_rep_corpus -- --ignored --nocapture time_` prints the parse time.
 #[test]
 #[ignore]
 fn time_decode_c1() {

@@ -13,7 +13,7 @@ fn keet(args: &[&str]) -> std::process::Output {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: serde_json::Value = serde_json::from_str(include_str!("../docs/schema/inspect-v1.schema.json")).expect("schema is JSON");
+    let s: serde_json::Value = serde_json::from_str(include_str!("../../docs/schema/inspect-v1.schema.json")).expect("schema is JSON");
     jsonschema::validator_for(&s).expect("schema compiles")
 }
 
