@@ -11,6 +11,12 @@
 //! [`Grounding::text_pattern`] compiles the lists into the regular expression the JSON Schema puts on
 //! a text field, so an ungrounded number cannot be decoded at all; [`Grounding::ungrounded`] is the
 //! validator's check of the same rule on any text.
+//!
+//! A grammar cannot bind a number to what it measures, so the validator does:
+//! [`Grounding::misattributed`] finds numbers a sentence writes next to the wrong quantity ("8.99%
+//! memory-bound" where 8.99% is the SM's throughput). Each rendered number's meaning is the words of
+//! its own item in the facts block and of the line's label; the word lists are in
+//! `prompts/meanings.toml`.
 
 use std::ops::RangeInclusive;
 
@@ -21,6 +27,9 @@ const GLOSSARY: &str = include_str!("../prompts/glossary.txt");
 /// Units that may follow a number after one space ("19.81 µs", "48.0 KiB").
 const SPACED_UNITS: &[&str] =
     &["µs", "ms", "ns", "s", "KiB", "MiB", "GiB", "KB", "MB", "GB", "B", "GB/s", "TB/s", "TFLOP/s", "GFLOP/s", "FLOP/byte"];
+
+/// Stop words, qualifiers and synonyms for binding numbers to their meaning.
+pub const MEANINGS: &str = include_str!("../prompts/meanings.toml");
 
 /// Most kernel identifiers admitted as terms.
 const MAX_IDENTIFIERS: usize = 24;
@@ -33,6 +42,37 @@ pub struct Grounding {
     pub numbers: Vec<String>,
     /// Terms with capitals, digits or symbols: canonical glossary spellings and the kernel's identifiers.
     pub terms: Vec<String>,
+    /// What each rendered number measures (a number rendered twice has two entries).
+    pub meanings: Vec<NumberMeaning>,
+}
+
+/// What one rendered number measures, as the facts block says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NumberMeaning {
+    /// The number as rendered, unit included ("64.5%").
+    pub number: String,
+    /// Stems of the words of its own item, nearer to it than to another number ("dram").
+    pub item_words: Vec<String>,
+    /// Stems of the line's label ("throughput").
+    pub label_words: Vec<String>,
+    /// The facts text it was read from, for a repair message ("Throughput (% of peak): DRAM 64.5%").
+    pub source: String,
+    /// The facts block line it was read from (0-based).
+    pub line: usize,
+}
+
+/// The word lists of `prompts/meanings.toml`.
+#[derive(Debug, serde::Deserialize)]
+struct MeaningWords {
+    stop: Vec<String>,
+    qualifiers: Vec<String>,
+    units: Vec<String>,
+    synonyms: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+fn meaning_words() -> &'static MeaningWords {
+    static WORDS: std::sync::OnceLock<MeaningWords> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| toml::from_str(MEANINGS).expect("prompts/meanings.toml is valid (checked by a unit test)"))
 }
 
 /// The shape of a text field: how many sentences, and how many tokens (words, numbers, terms) each.
@@ -58,7 +98,80 @@ impl Grounding {
                 terms.push(id);
             }
         }
-        Grounding { numbers, terms }
+        let meanings = number_meanings(rendered_facts);
+        Grounding { numbers, terms, meanings }
+    }
+
+    /// Numbers in `text` written next to a quantity they do not measure, each with the reason
+    /// (for the re-ask): the sentence must name the number's quantity with one of its words, and a
+    /// clause that names another number's item ("SM" beside the DRAM's 64.5%, "theoretical" beside
+    /// the achieved occupancy) must also name this number's own. Numbers with a unit that names
+    /// their quantity ("19.81 µs", "48.0 KiB") need only the second.
+    pub fn misattributed(&self, text: &str) -> Vec<String> {
+        let words = meaning_words();
+        let vocabulary: Vec<&str> = self.meanings.iter().flat_map(|m| m.item_words.iter().map(String::as_str)).collect();
+        let mut out = Vec::new();
+        for sentence in sentences(text) {
+            let sentence_stems: Vec<String> = tokens(sentence).into_iter().filter_map(|t| t.stem).collect();
+            for clause in clauses(sentence) {
+                let clause_tokens = tokens(clause);
+                for token in &clause_tokens {
+                    let Some(number) = &token.number else { continue };
+                    let own: Vec<&NumberMeaning> = self.meanings.iter().filter(|m| &m.number == number).collect();
+                    if own.is_empty() {
+                        continue; // not a rendered number: `ungrounded` reports it
+                    }
+                    let owns = |stem: &str, include_labels: bool| {
+                        own.iter().any(|m| {
+                            m.item_words
+                                .iter()
+                                .chain(if include_labels { &m.label_words[..] } else { &[] })
+                                .any(|w| same_meaning(w, stem, words))
+                        })
+                    };
+                    let names_itself = number.contains(' ');
+                    let named = names_itself || sentence_stems.iter().any(|stem| !words.qualifiers.contains(stem) && owns(stem, true));
+                    // Item words of other numbers in this clause ("SM" beside the DRAM's 64.5%):
+                    // the clause must then hold one of the number's own item words, or a label
+                    // word those other numbers do not share.
+                    let clause_stems: Vec<&str> = clause_tokens.iter().filter_map(|t| t.stem.as_deref()).collect();
+                    let own_meanings = &own;
+                    let competitors: Vec<&NumberMeaning> = clause_stems
+                        .iter()
+                        .filter(|stem| !owns(stem, false) && vocabulary.contains(stem))
+                        .flat_map(|stem| {
+                            self.meanings.iter().filter(move |m| {
+                                &m.number != number
+                                    && m.item_words.iter().any(|w| w == stem)
+                                    // Within one line, only a unit's name or a qualifier tells
+                                    // items apart ("1 thread" and "a multiple of 32" are both
+                                    // about the block size).
+                                    && (own_meanings.iter().all(|o| o.line != m.line)
+                                        || words.qualifiers.iter().any(|q| q == stem)
+                                        || words.units.iter().any(|u| u == stem))
+                            })
+                        })
+                        .collect();
+                    let misplaced = !competitors.is_empty()
+                        && !clause_stems.iter().any(|stem| {
+                            owns(stem, false)
+                                || own.iter().any(|m| {
+                                    m.label_words
+                                        .iter()
+                                        .any(|w| same_meaning(w, stem, words) && !competitors.iter().any(|c| c.label_words.contains(w)))
+                                })
+                        });
+                    if !named || misplaced {
+                        let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
+                        out.push(format!(
+                            "{number} is not what the sentence says: in this kernel's facts it is \"{}\"",
+                            sources.join("\" and \"")
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Numbers written in `text` that are not allowed (compared as written, unit included).
@@ -175,6 +288,159 @@ pub fn numbers_in(text: &str) -> Vec<String> {
     out
 }
 
+/// A word's stem for meaning: lower case, a plural "s" dropped ("SMs" → "sm", "stalls" → "stall").
+fn stem(word: &str) -> String {
+    let lower = word.to_lowercase();
+    match lower.strip_suffix('s') {
+        Some(base) if base.len() >= 2 && !base.ends_with('s') => base.to_string(),
+        _ => lower,
+    }
+}
+
+/// Whether a facts stem and a text stem mean the same (equal, or a synonym in `prompts/meanings.toml`).
+fn same_meaning(facts_stem: &str, text_stem: &str, words: &MeaningWords) -> bool {
+    facts_stem == text_stem || words.synonyms.get(facts_stem).is_some_and(|list| list.iter().any(|s| s == text_stem))
+}
+
+/// One token of text for meaning: a rendered number, or a word's stem (None for stop words).
+#[derive(Debug)]
+struct MeaningToken {
+    number: Option<String>,
+    stem: Option<String>,
+}
+
+/// The tokens of `text`: numbers as [`numbers_in`] reads them, words split at anything that is not a
+/// letter or digit ("memory-bound" → "memory", "bound"; "L1/TEX" → "l1", "tex"), stop words kept as
+/// positions without a stem.
+fn tokens(text: &str) -> Vec<MeaningToken> {
+    let words = meaning_words();
+    let mut numbers = numbers_in(text).into_iter();
+    let mut next_number = numbers.next();
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(n) = &next_number {
+            if rest.starts_with(n.as_str()) && starts_number(text, rest) {
+                out.push(MeaningToken { number: Some(n.clone()), stem: None });
+                rest = &rest[n.len()..];
+                next_number = numbers.next();
+                continue;
+            }
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        if c.is_alphanumeric() {
+            let end = rest.find(|ch: char| !ch.is_alphanumeric()).unwrap_or(rest.len());
+            let word = &rest[..end];
+            let stem = stem(word);
+            let is_stop =
+                words.stop.contains(&stem) || words.stop.contains(&word.to_lowercase()) || word.chars().all(|ch| ch.is_ascii_digit());
+            out.push(MeaningToken { number: None, stem: (!is_stop && stem.len() >= 2).then_some(stem) });
+            rest = &rest[end..];
+        } else {
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// Whether `rest` (a suffix of `text`) starts where a number may start: not inside a word.
+fn starts_number(text: &str, rest: &str) -> bool {
+    let before = &text[..text.len() - rest.len()];
+    before.chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+}
+
+/// The sentences of model text (split after a period, question or exclamation mark and a space).
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| *n == b' ') {
+            out.push(&text[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// The clauses of a sentence: split at `,;:()` and at the conjunctions that join two statements.
+fn clauses(sentence: &str) -> Vec<&str> {
+    const JOINS: &[&str] = &[" and ", " but ", " while ", " whereas ", " which ", " so ", " because ", " than "];
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    for (i, c) in sentence.char_indices() {
+        // A comma between digits is a thousands separator ("1,024"), not a cut.
+        let thousands = c == ',' && sentence[i + 1..].starts_with(|d: char| d.is_ascii_digit());
+        if matches!(c, ',' | ';' | ':' | '(' | ')') && !thousands {
+            cuts.push((i, i + 1));
+        }
+    }
+    let lower = sentence.to_lowercase();
+    for join in JOINS {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(join) {
+            cuts.push((from + at, from + at + join.len()));
+            from += at + join.len();
+        }
+    }
+    cuts.sort();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (cut_start, cut_end) in cuts {
+        if cut_start >= start {
+            out.push(&sentence[start..cut_start]);
+            start = cut_end;
+        }
+    }
+    out.push(&sentence[start..]);
+    out.into_iter().filter(|c| !c.trim().is_empty()).collect()
+}
+
+/// What each number in a rendered facts block measures: each line is cut into items at `,;:()`;
+/// a number's item words are the words of its item nearer to it than to another number there; the
+/// label is the line's first item when it holds no number ("Throughput", "Warp stalls").
+fn number_meanings(rendered_facts: &str) -> Vec<NumberMeaning> {
+    let mut out = Vec::new();
+    for (line_index, raw_line) in rendered_facts.lines().enumerate() {
+        let line = raw_line.trim().trim_start_matches("- ");
+        // "1. memory-bound (...)": a list number is not a value.
+        let line = match line.split_once(". ") {
+            Some((head, rest)) if !head.is_empty() && head.chars().all(|c| c.is_ascii_digit()) => rest,
+            _ => line,
+        };
+        let items = clauses(line);
+        let Some(first) = items.first() else { continue };
+        let first_tokens = tokens(first);
+        let label_words: Vec<String> = if first_tokens.iter().any(|t| t.number.is_some()) {
+            Vec::new()
+        } else {
+            first_tokens.into_iter().filter_map(|t| t.stem).collect()
+        };
+        for item in &items {
+            let item_tokens = tokens(item);
+            let positions: Vec<usize> = item_tokens.iter().enumerate().filter(|(_, t)| t.number.is_some()).map(|(i, _)| i).collect();
+            for &at in &positions {
+                let distance = |i: usize| i.abs_diff(at);
+                let item_words: Vec<String> = item_tokens
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| positions.iter().all(|&other| distance(*i) <= other.abs_diff(*i)))
+                    .filter_map(|(_, t)| t.stem.clone())
+                    .filter(|w| !label_words.contains(w))
+                    .collect();
+                // A number alone in its item ("- Achieved occupancy: 14.5%") is named by its label.
+                let item_words = if item_words.is_empty() { label_words.clone() } else { item_words };
+                let number = item_tokens[at].number.clone().unwrap_or_default();
+                let source = format!("{}: {}", first.trim(), item.trim());
+                out.push(NumberMeaning { number, item_words, label_words: label_words.clone(), source, line: line_index });
+            }
+        }
+    }
+    out
+}
+
 /// `s` as a regular-expression literal.
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 2);
@@ -212,6 +478,55 @@ mod tests {
         assert!(g.terms.contains(&"DRAM".to_string()) && g.terms.contains(&"SMs".to_string()) && g.terms.contains(&"cuBLAS".to_string()));
         assert_eq!(g.ungrounded("The grid has 96 blocks for 132 SMs and takes 19.81 µs."), Vec::<String>::new());
         assert_eq!(g.ungrounded("The grid has 97 blocks and takes 19.8 µs at 45%."), vec!["97", "19.8 µs", "45%"]);
+    }
+
+    /// A facts block as `explain::prompt::kernel_facts` renders it (the H200 decode GEMM).
+    const FACTS: &str = "Kernel: nvjet_tst_64x8_64x16_2x1_v_bz_TNT
+Launch: grid of 66 blocks of 384 threads, 132 SMs, 0.5 waves
+Time: 19.81 µs per launch, 45.2% of the profiled time
+Regime: memory-bound; busiest unit DRAM at 64.5% of peak, headroom 35.5%
+Throughput (% of peak): SM 8.99%, memory 64.5%, DRAM 64.5%, L1/TEX 20.1%, L2 30.3%
+Occupancy: achieved 14.5%, theoretical 25%, limited by registers, 168 registers per thread
+Warp stalls (share of stall cycles): long scoreboard 63.9% (waiting on global memory)
+Source line moe.cu:42: 12.5% of samples
+1. block-size (info): Blocks have 1 thread, not a multiple of 32, so every block wastes 31 lanes of its last warp.";
+
+    #[test]
+    fn numbers_are_bound_to_what_they_measure() {
+        let g = Grounding::new(FACTS, "nvjet_tst_64x8_64x16_2x1_v_bz_TNT");
+        let accepted = [
+            "The DRAM is at 64.5% of peak and the SM at 8.99%, which sets the time for this kernel.",
+            "The DRAM is the primary memory resource for this kernel, and it is at 64.5% of peak usage.",
+            "Achieved occupancy is 14.5% against a theoretical 25%, limited by 168 registers per thread.",
+            "The grid has 66 blocks for 132 SMs, so only 0.5 waves run.",
+            "Each launch takes 19.81 µs, 45.2% of the profiled time.",
+            "Long scoreboard stalls take 63.9% of stall cycles, waiting on global memory.",
+            "Line 42 holds 12.5% of the samples.",
+            "Memory bandwidth is at 64.5% of peak while compute sits at 8.99%.",
+            "Use a block size that is a multiple of 32 threads.",
+            "Increase the block size to 32 threads.",
+        ];
+        for text in accepted {
+            assert_eq!(g.misattributed(text), Vec::<String>::new(), "{text}");
+        }
+        // SmolLM2's sentence: every number grounded, none where it belongs.
+        let refused = g.misattributed("14.5% of peak throughput is achieved by the GPU, 8.99% memory-bound, 63.9% DRAM.");
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(refused[1].starts_with("8.99% is not what the sentence says") && refused[1].contains("SM 8.99%"), "{refused:?}");
+        for wrong in [
+            "The SM is at 64.5% of peak.",
+            "Theoretical occupancy is 14.5%.",
+            "The grid has 384 blocks.",
+            "The kernel is at 8.99% of its peak.",
+        ] {
+            assert!(!g.misattributed(wrong).is_empty(), "{wrong} should be refused");
+        }
+    }
+
+    #[test]
+    fn meaning_words_parse() {
+        let words = meaning_words();
+        assert!(words.stop.contains(&"the".to_string()) && words.qualifiers.contains(&"achieved".to_string()));
     }
 
     #[test]

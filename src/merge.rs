@@ -343,6 +343,8 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         progress: false,
         shard: None,
         prose: s.prose,
+        // Shard reports carry no summary, and a merge need not load the model for one.
+        summary: false,
     };
     let model = match (&first.doc.model, s.no_llm) {
         (Some(info), false) => ModelSource::Recorded(info.clone()),

@@ -169,10 +169,13 @@ impl Gate {
         if ctx.launch.metrics.contains_key(token) || ctx.facts.get(token).is_some() {
             return true;
         }
+        self.token_ok_in(&crate::grounding::identifiers(&ctx.launch.name), token)
+    }
+
+    /// [`Gate::token_ok`] without a launch: `identifiers` are the kernel identifiers admitted.
+    fn token_ok_in(&self, identifiers: &[String], token: &str) -> bool {
         // The kernel's own identifiers ("fused_moe_kernel"), which the grounded grammar admits.
-        if token.contains(|c: char| c == '_' || c.is_ascii_digit() || c.is_ascii_uppercase())
-            && crate::grounding::identifiers(&ctx.launch.name).iter().any(|id| id == token)
-        {
+        if token.contains(|c: char| c == '_' || c.is_ascii_digit() || c.is_ascii_uppercase()) && identifiers.iter().any(|id| id == token) {
             return true;
         }
         let lower = token.to_lowercase();
@@ -243,6 +246,43 @@ impl Gate {
     /// Every reason `text` (one sentence of a finding of `category`) fails the gate; empty when it passes.
     /// `others` are the sentences it may not repeat (the claim, the other sentences of its kernel).
     pub fn check_sentence(&self, ctx: &Context, category: Category, text: &str, others: &[&str]) -> Vec<String> {
+        let mut reasons = self.check_words(text, |t| self.token_ok(ctx, t));
+        if !self.on_topic(&self.topic_words(ctx, category), text) {
+            let table = self.topics.get(&category).map(|t| t.iter().take(6).cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+            reasons.push(format!("it is not about {} (use words like: {table})", category.as_str()));
+        }
+        let own = content_set(text);
+        for o in others {
+            let other = content_set(o);
+            if !own.is_empty() && jaccard(&own, &other) >= 0.7 {
+                reasons.push(format!("it repeats another sentence (\"{}\")", trunc(o, 60)));
+                break;
+            }
+        }
+        reasons.extend(crate::validate::contradicting_words(ctx, text));
+        if let Some(b) = ctx.facts.bound.as_ref().map(|b| b.kind) {
+            for (phrase, regimes) in &self.contradictions {
+                if regimes.contains(&b) && contains_phrase(&words_of(&text.replace('-', " ")), phrase) {
+                    reasons.push(format!(
+                        "it says \"{}\", but the facts say the kernel is {}",
+                        phrase.join(" "),
+                        crate::validate::bound_name(Some(b))
+                    ));
+                }
+            }
+        }
+        reasons
+    }
+
+    /// The checks of a sentence about a whole profile (no one launch to hold it to): English or GPU
+    /// terms or the `identifiers` of its kernels, no numbers in words, not cut off, no stutter, not
+    /// about keet or its readers.
+    pub fn check_profile_sentence(&self, text: &str, identifiers: &[String]) -> Vec<String> {
+        self.check_words(text, |t| self.token_ok_in(identifiers, t))
+    }
+
+    /// The checks of a sentence that need no launch; `token_ok` says which tokens are words.
+    fn check_words(&self, text: &str, token_ok: impl Fn(&str) -> bool) -> Vec<String> {
         let mut reasons = Vec::new();
         let tokens: Vec<&str> = text
             .split_whitespace()
@@ -256,7 +296,7 @@ impl Gate {
         let unknown: Vec<&str> = tokens
             .iter()
             .copied()
-            .filter(|t| !(self.token_ok(ctx, t) || (t.contains('/') && t.split('/').all(|p| !p.is_empty() && self.token_ok(ctx, p)))))
+            .filter(|t| !(token_ok(t) || (t.contains('/') && t.split('/').all(|p| !p.is_empty() && token_ok(p)))))
             .collect();
         if !unknown.is_empty() {
             reasons.push(format!("it uses words that are not English or GPU terms: {}", unknown.join(", ")));
@@ -290,30 +330,6 @@ impl Gate {
         for phrase in &self.self_reference {
             if contains_phrase(&words, phrase) {
                 reasons.push(format!("it talks about keet or its readers (\"{}\") instead of the kernel", phrase.join(" ")));
-            }
-        }
-        if !self.on_topic(&self.topic_words(ctx, category), text) {
-            let table = self.topics.get(&category).map(|t| t.iter().take(6).cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
-            reasons.push(format!("it is not about {} (use words like: {table})", category.as_str()));
-        }
-        let own = content_set(text);
-        for o in others {
-            let other = content_set(o);
-            if !own.is_empty() && jaccard(&own, &other) >= 0.7 {
-                reasons.push(format!("it repeats another sentence (\"{}\")", trunc(o, 60)));
-                break;
-            }
-        }
-        reasons.extend(crate::validate::contradicting_words(ctx, text));
-        if let Some(b) = ctx.facts.bound.as_ref().map(|b| b.kind) {
-            for (phrase, regimes) in &self.contradictions {
-                if regimes.contains(&b) && contains_phrase(&words_of(&text.replace('-', " ")), phrase) {
-                    reasons.push(format!(
-                        "it says \"{}\", but the facts say the kernel is {}",
-                        phrase.join(" "),
-                        crate::validate::bound_name(Some(b))
-                    ));
-                }
             }
         }
         reasons

@@ -156,7 +156,7 @@ impl<'a> Context<'a> {
             if let Some(x) = m.as_f64() {
                 v.push(x);
             }
-            if let Ok(Some(x)) = crate::profile::units::parse_number(&m.raw_value, Default::default()) {
+            if let Ok(Some(x)) = crate::profile::units::parse_number(m.raw_value, Default::default()) {
                 v.push(x);
             }
         }
@@ -202,8 +202,8 @@ pub fn check_citation(ctx: &Context, c: &Citation) -> Option<String> {
         let Some(actual) = m.as_f64() else {
             return Some(format!("metric {} is not numeric (value {:?})", c.metric, m.raw_value));
         };
-        let raw = crate::profile::units::parse_number(&m.raw_value, Default::default()).ok().flatten();
-        let unit_ok = unit_matches(&c.unit, &m.unit.symbol(), &m.raw_unit);
+        let raw = crate::profile::units::parse_number(m.raw_value, Default::default()).ok().flatten();
+        let unit_ok = unit_matches(&c.unit, &m.unit.symbol(), m.raw_unit);
         let value_ok = value_matches(c.value, actual)
             || (raw.is_some_and(|r| value_matches(c.value, r)) && c.unit.trim().eq_ignore_ascii_case(m.raw_unit.trim()));
         if !value_ok {
@@ -422,7 +422,7 @@ fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
 }
 
 /// [`validate`] plus the grounded grammar's rule: every number in the text is one of the launch's
-/// rendered values (`grounding`), as written.
+/// rendered values (`grounding`), as written, and sits next to the quantity it measures.
 pub fn validate_grounded(ctx: &Context, f: &Finding, grounding: &crate::grounding::Grounding) -> Result<(), Vec<String>> {
     let mut reasons = validate_with(ctx, f, false).err().unwrap_or_default();
     for (field, text) in
@@ -430,6 +430,9 @@ pub fn validate_grounded(ctx: &Context, f: &Finding, grounding: &crate::groundin
     {
         for n in grounding.ungrounded(text) {
             reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
+        }
+        for wrong in grounding.misattributed(text) {
+            reasons.push(format!("in the {field}, {wrong}"));
         }
     }
     if reasons.is_empty() {
@@ -512,7 +515,7 @@ pub(crate) mod tests {
             ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 4.0, Unit::None, "4", ""),
         ] {
             l.metrics.insert(
-                n.into(),
+                n,
                 Metric {
                     value: MetricValue::Number(v),
                     unit: &u,
@@ -734,11 +737,15 @@ pub(crate) mod tests {
                 vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
                 "DRAM is at 88.1% of peak, so memory traffic sets the time.",
             );
-            f.explanation = "A fix that keeps the DRAM traffic saves at most 11.9% of the time.".into();
+            f.explanation = "The DRAM has 11.9% headroom left, so a fix that keeps its traffic saves little.".into();
             assert_eq!(validate_grounded(ctx, &f, &g), Ok(()));
-            f.explanation = "A fix that keeps the DRAM traffic saves at most 12% of the time.".into();
+            f.explanation = "The DRAM has 12% headroom left, so a fix that keeps its traffic saves little.".into();
             let r = validate_grounded(ctx, &f, &g).unwrap_err();
             assert!(r.iter().any(|x| x.contains("12%")), "{r:?}");
+            // Grounded but put next to the wrong quantity.
+            f.explanation = "The SM is at 88.1% of peak.".into();
+            let r = validate_grounded(ctx, &f, &g).unwrap_err();
+            assert!(r.iter().any(|x| x.contains("88.1% is not what the sentence says")), "{r:?}");
         });
     }
 }

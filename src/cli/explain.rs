@@ -58,6 +58,9 @@ pub struct ExplainArgs {
     /// Also show the model text that was dropped or replaced, with the reasons.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// No model summary of the whole profile (written when two or more kernels are explained).
+    #[arg(long)]
+    pub no_summary: bool,
 }
 
 pub fn options(a: &ExplainArgs) -> ExplainOptions {
@@ -75,6 +78,8 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         progress: std::io::stderr().is_terminal(),
         shard: a.shard,
         prose: a.prose,
+        // A shard's summary would speak for part of the batch only.
+        summary: !a.no_summary && a.shard.is_none(),
     }
 }
 

@@ -292,6 +292,8 @@ impl KeetServer {
             progress: false,
             shard: None,
             prose: explain::ProseMode::default(),
+            // A tool call answers per kernel; the caller summarises.
+            summary: false,
         };
         let max_tokens = p.max_tokens;
         blocking(move || {

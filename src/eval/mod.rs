@@ -241,6 +241,8 @@ fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
         cache: None,
         jobs: opts.jobs,
         progress: false,
+        // The explained context is the kernels' explanations, as measured before the summary existed.
+        summary: false,
         ..Default::default()
     }
 }

@@ -13,6 +13,7 @@ pub mod report;
 pub mod schema;
 pub mod select;
 pub mod source;
+pub mod summary;
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
@@ -53,6 +54,8 @@ pub struct ExplainOptions {
     pub shard: Option<(usize, usize)>,
     /// How the model writes its sentences.
     pub prose: ProseMode,
+    /// Ask the model for a summary of the whole report (with at least two kernels explained).
+    pub summary: bool,
 }
 
 /// How the model writes the sentences of a finding (`--prose`). All three go through the same
@@ -100,6 +103,7 @@ impl Default for ExplainOptions {
             progress: false,
             shard: None,
             prose: ProseMode::default(),
+            summary: true,
         }
     }
 }
@@ -159,6 +163,8 @@ struct Model {
 }
 
 /// Which model the explain stage uses, known before any kernel needs it.
+// One per run: the size of the resolved variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum ModelSource {
     /// `--no-llm`: the rule layer alone.
@@ -306,31 +312,7 @@ pub fn explain_table(
                     // Nothing the rule layer can support: the model would have nothing to cite.
                     rules_only(launch, &la, &source_lines_all)
                 } else if let Some(sha) = &model_sha {
-                    if model.is_none() {
-                        let resolved = match &model_source {
-                            ModelSource::Resolved(r, _) => r.clone(),
-                            ModelSource::Recorded(info) => resolve_recorded(info, opts)?,
-                            ModelSource::None => unreachable!("model_sha is None without a model"),
-                        };
-                        let tl = Instant::now();
-                        if opts.progress {
-                            eprintln!("keet: loading {} ...", resolved.location.path().display());
-                        }
-                        let engine = Engine::load_resolved(
-                            &resolved,
-                            opts.engine.device.as_deref().unwrap_or("cpu"),
-                            crate::llm::threads::configure(opts.engine.threads),
-                        )?;
-                        stats.model_load_s = tl.elapsed().as_secs_f64();
-                        let info = ModelInfo {
-                            name: engine.info.name.clone(),
-                            path: engine.info.path.display().to_string(),
-                            sha256: sha.clone(),
-                            device: engine.info.device.clone(),
-                        };
-                        model = Some(Model { engine, info });
-                    }
-                    let m = model.as_mut().expect("model loaded above");
+                    let m = load_model(&mut model, &model_source, sha, opts, &mut stats)?;
                     let tg = Instant::now();
                     if opts.progress {
                         eprintln!("keet: [{}/{}] asking {} about {} ...", rank + 1, n_chosen, m.info.name, trunc_name(&group.name, 60));
@@ -382,6 +364,7 @@ pub fn explain_table(
                 batch: None,
                 prose_mode: model.as_ref().map(|_| opts.prose.as_str().to_string()),
                 prose: found.prose,
+                summary: None,
             };
             let meta = crate::cache::EntryMeta {
                 file: group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -412,8 +395,108 @@ pub fn explain_table(
         (None, ModelSource::None) => None,
     };
     let prose_mode = model_info.as_ref().map(|_| opts.prose.as_str().to_string());
-    let report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table, prose_mode);
+    let mut report = build_report(inputs, model_info, total_ns, kernels, skipped, errors, settings, table, prose_mode);
+    if let Some(sha) = &model_sha {
+        if report.kernels.len() >= 2 && opts.summary {
+            report.summary = Some(profile_summary(&report, &mut model, &model_source, sha, cache.as_ref(), opts, &mut stats)?);
+            if report.model.is_none() {
+                report.model = model.as_ref().map(|m| m.info.clone());
+            }
+        }
+    }
+    stats.total_s = t0.elapsed().as_secs_f64();
     Ok((report, stats))
+}
+
+/// Loads the model on first use.
+fn load_model<'a>(
+    model: &'a mut Option<Model>,
+    source: &ModelSource,
+    sha: &str,
+    opts: &ExplainOptions,
+    stats: &mut RunStats,
+) -> Result<&'a mut Model, ExplainError> {
+    if model.is_none() {
+        let resolved = match source {
+            ModelSource::Resolved(r, _) => r.clone(),
+            ModelSource::Recorded(info) => resolve_recorded(info, opts)?,
+            ModelSource::None => unreachable!("a model hash without a model"),
+        };
+        let tl = Instant::now();
+        if opts.progress {
+            eprintln!("keet: loading {} ...", resolved.location.path().display());
+        }
+        let engine = Engine::load_resolved(
+            &resolved,
+            opts.engine.device.as_deref().unwrap_or("cpu"),
+            crate::llm::threads::configure(opts.engine.threads),
+        )?;
+        stats.model_load_s = tl.elapsed().as_secs_f64();
+        let info = ModelInfo {
+            name: engine.info.name.clone(),
+            path: engine.info.path.display().to_string(),
+            sha256: sha.to_string(),
+            device: engine.info.device.clone(),
+        };
+        *model = Some(Model { engine, info });
+    }
+    Ok(model.as_mut().expect("model loaded above"))
+}
+
+/// The profile summary: from the cache when the same facts, model and prompts made one, else asked
+/// of the model (then cached).
+fn profile_summary(
+    report: &ExplainReport,
+    model: &mut Option<Model>,
+    source: &ModelSource,
+    sha: &str,
+    cache: Option<&crate::cache::Cache>,
+    opts: &ExplainOptions,
+    stats: &mut RunStats,
+) -> Result<ProfileSummary, ExplainError> {
+    let facts = summary::summary_facts(report);
+    let decoding_json = serde_json::to_string(&(decoding(), "summary-v1", opts.prose)).expect("options serialise");
+    let templates = format!("{}\0{}", prompt::templates_sha256(), crate::cache::sha256_hex(summary::SUMMARY.as_bytes()));
+    let key = crate::cache::CacheKey::new(&crate::cache::KeyParts {
+        facts_json: &facts.facts,
+        model_sha256: sha,
+        prompt_templates_sha256: &templates,
+        decoding_json: &decoding_json,
+        keet_version: env!("CARGO_PKG_VERSION"),
+    });
+    if let (Some(c), false) = (cache, opts.refresh) {
+        if let Some(e) = c.get(&key)? {
+            if let Ok(found) = serde_json::from_str::<ProfileSummary>(&e.findings_json) {
+                return Ok(found);
+            }
+        }
+    }
+    let m = load_model(model, source, sha, opts, stats)?;
+    let tg = Instant::now();
+    if opts.progress {
+        eprintln!("keet: asking {} for the profile summary ...", m.info.name);
+    }
+    let found = summary::summarize(&mut m.engine, &facts, prompt::system(opts.prose.as_str())?, opts.repair_attempts)?;
+    stats.generate_s += tg.elapsed().as_secs_f64();
+    if opts.progress {
+        eprintln!("keet: summary done in {:.1} s", tg.elapsed().as_secs_f64());
+    }
+    if let Some(c) = cache {
+        let meta = crate::cache::EntryMeta {
+            file: report.inputs.first().map(|p| p.display().to_string()).unwrap_or_default(),
+            kernel: "(profile summary)".into(),
+            model: m.info.name.clone(),
+            verdict: found.text.chars().take(120).collect(),
+        };
+        // `keet show` renders the entry's report: the summary on its own.
+        let mut alone = report.clone();
+        alone.kernels.clear();
+        alone.batch = None;
+        alone.summary = Some(found.clone());
+        let report_json = serde_json::to_string(&alone).expect("report serialises");
+        c.put(&key, &meta, &serde_json::to_string(&found).expect("summary serialises"), &report_json)?;
+    }
+    Ok(found)
 }
 
 /// A kernel name cut to `max` characters for a progress line.
@@ -457,6 +540,7 @@ pub fn build_report(
         profile,
         settings: Some(settings),
         batch: Some(table),
+        summary: None,
     }
 }
 
@@ -505,7 +589,7 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json =
         serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v5", mode)).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v6", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -608,7 +692,7 @@ fn sentences(text: &str) -> Vec<String> {
             cur.clear();
         }
     }
-    if cur.trim().split_whitespace().count() >= 3 {
+    if cur.split_whitespace().count() >= 3 {
         out.push(format!("{}.", cur.trim()));
     }
     out
@@ -656,7 +740,7 @@ fn text_schema(
 }
 
 /// The rule layer's finding for a category (its expert text replaces failing sentences).
-fn expert_for<'a>(la: &'a LaunchAnalysis, c: rules::Category) -> Option<&'a rules::Finding> {
+fn expert_for(la: &LaunchAnalysis, c: rules::Category) -> Option<&rules::Finding> {
     la.findings.iter().find(|r| r.category == c)
 }
 

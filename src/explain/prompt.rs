@@ -17,7 +17,10 @@ const CHOOSE: &str = include_str!("../../prompts/choose.jinja");
 
 /// sha256 of the prompt templates and the prose gate's files (part of every cache key).
 pub fn templates_sha256() -> String {
-    crate::cache::sha256_hex(format!("{SYSTEM}\0{KERNEL}\0{REPAIR}\0{PROSE_REPAIR}\0{CHOOSE}\0{}", crate::prose::files_sha256()).as_bytes())
+    crate::cache::sha256_hex(
+        format!("{SYSTEM}\0{KERNEL}\0{REPAIR}\0{PROSE_REPAIR}\0{CHOOSE}\0{}\0{}", crate::prose::files_sha256(), crate::grounding::MEANINGS)
+            .as_bytes(),
+    )
 }
 
 fn env() -> Environment<'static> {
@@ -251,7 +254,7 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
             _ => "SASS".into(),
         };
         let share = fmt_value(s.share_pct, "%");
-        let _ = writeln!(locations, "{loc} {share}");
+        let _ = writeln!(locations, "Source line {loc}: {share} of samples");
         let _ = writeln!(source, "- {loc} ({share} of samples): {}", s.text.trim());
     }
     let grounding = crate::grounding::Grounding::new(&format!("{out}\n{locations}"), &l.name);

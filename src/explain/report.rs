@@ -179,6 +179,19 @@ pub struct CachedFindings {
     pub replaced: Vec<ReplacedSentence>,
 }
 
+/// The summary of a whole report, and who wrote it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSummary {
+    pub text: String,
+    pub writer: Writer,
+    /// Whether the model's text needed a re-ask (false for the expert summary).
+    #[serde(default)]
+    pub repaired: bool,
+    /// Why the model's summary was refused, when the expert summary stands (shown with `--verbose`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
 /// The whole `keet explain` output.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExplainReport {
@@ -204,12 +217,18 @@ pub struct ExplainReport {
     pub prose_mode: Option<String>,
     /// Model sentences shown, re-asked and replaced, over all kernels.
     pub prose: ProseCounts,
+    /// Where the time goes and what to do first (with a model and at least two kernels explained).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ProfileSummary>,
 }
 
 impl ExplainReport {
     /// Removes the text of dropped findings and replaced sentences (counts stay): what a report
     /// shows without `--verbose`.
     pub fn hide_dropped_text(&mut self) {
+        if let Some(s) = &mut self.summary {
+            s.refused.clear();
+        }
         for k in &mut self.kernels {
             k.replaced.clear();
             for d in &mut k.dropped {

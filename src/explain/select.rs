@@ -69,9 +69,12 @@ pub fn duration_ns(l: &Launch) -> f64 {
     l.metrics.get("gpu__time_duration.sum").filter(|m| *m.unit == crate::profile::Unit::Nanoseconds).and_then(|m| m.as_f64()).unwrap_or(0.0)
 }
 
+/// What makes launches identical: kernel name, grid size and block size.
+type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
+
 /// Groups identical launches across all profiles, longest total time first (ties: first seen).
 pub fn group_kernels(profiles: &[Profile]) -> Vec<Group> {
-    let mut index: HashMap<(String, Option<[u64; 3]>, Option<[u64; 3]>), usize> = HashMap::new();
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     let mut rep_time: Vec<f64> = Vec::new();
     for (pi, p) in profiles.iter().enumerate() {

@@ -133,6 +133,33 @@ fn table() -> &'static Table {
     T.get_or_init(|| toml::from_str(TABLE).expect("expert/kernels.toml parses (checked by a unit test)"))
 }
 
+/// A kernel's function name without namespaces, template arguments or parameters
+/// ("void at::native::vectorized_elementwise_kernel<4, F>(int)" → "vectorized_elementwise_kernel").
+pub fn short_kernel_name(name: &str) -> String {
+    let mut depth = 0usize;
+    let mut plain = String::new();
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 => break,
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    let last = plain.trim().rsplit("::").next().unwrap_or("").trim();
+    let last = last.rsplit(' ').next().unwrap_or(last);
+    // CUTLASS's `cutlass::Kernel2<cutlass_80_tensorop_...>`: the template argument is the name.
+    let generic = last.is_empty() || last.trim_end_matches(|c: char| c.is_ascii_digit()).eq_ignore_ascii_case("kernel");
+    if generic {
+        let inner = name.split_once('<').map_or(name, |(_, rest)| rest);
+        let inner: String = inner.chars().take_while(|c| !matches!(c, '<' | '>' | ',' | '(')).collect();
+        let inner = inner.trim().rsplit("::").next().unwrap_or("").trim().to_string();
+        return if inner.is_empty() { name.trim_start_matches("void ").chars().take(60).collect() } else { inner };
+    }
+    last.to_string()
+}
+
 /// Recognises a kernel from its name and facts.
 pub fn recognise(name: &str, facts: &Facts) -> KernelKind {
     let t = table();
@@ -169,6 +196,20 @@ fn warp_specialized(f: &Facts, family: Family) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn short_names_drop_namespaces_templates_and_parameters() {
+        assert_eq!(
+            super::short_kernel_name("void at::native::vectorized_elementwise_kernel<4, F<int>>(int, float*)"),
+            "vectorized_elementwise_kernel"
+        );
+        assert_eq!(super::short_kernel_name("nvjet_tst_64x8_64x16_2x1_v_bz_TNT"), "nvjet_tst_64x8_64x16_2x1_v_bz_TNT");
+        assert_eq!(super::short_kernel_name("fused_moe_kernel"), "fused_moe_kernel");
+        assert_eq!(
+            super::short_kernel_name("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_128x64_64x4_tn_align8>(Params)"),
+            "cutlass_80_tensorop_s16816gemm_bf16_128x64_64x4_tn_align8"
+        );
+    }
+
     use super::*;
 
     #[test]

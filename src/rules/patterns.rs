@@ -225,7 +225,7 @@ fn coalescing_estimates_follow_what_warps_wait_on() {
         ("smsp__average_warps_issue_stalled_wait_per_issue_active.ratio", 1.0),
     ]));
     let e = est(&evaluate(&f), Category::MemoryCoalescing).unwrap();
-    assert!(e <= 3.0 + 15.0 && e < 10.0, "{e}");
+    assert!(e < 10.0, "{e}");
     // A single block whose conflicts hide behind the barrier: removing them saves little.
     let f = derive_facts(&launch(&[
         ("gpu__time_duration.sum", 20_000.0),

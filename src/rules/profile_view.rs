@@ -201,7 +201,7 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
         let items: Vec<String> = opp
             .iter()
             .map(|k| {
-                let name: String = k.name.chars().take(60).collect();
+                let name = super::kind::short_kernel_name(&k.name);
                 format!(
                     "{name} up to {} µs ({}% of the profile, {})",
                     fmt_num(k.gain_ns.unwrap_or(0.0) / 1000.0),

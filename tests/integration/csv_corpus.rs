@@ -123,7 +123,7 @@ fn details_agree_with_raw_rtx3060() {
                 // shown digit, scaled like the value.
                 let shown = m.raw_value.split(" (").next().unwrap_or("");
                 let decimals = shown.rsplit_once('.').map_or(0, |(_, f)| f.len()) as i32;
-                let factor = keet::profile::units::normalize_unit(&m.raw_unit).0;
+                let factor = keet::profile::units::normalize_unit(m.raw_unit).0;
                 let eps = 0.5 * 10f64.powi(-decimals) * factor + 1e-9;
                 assert!(
                     relative_eq!(a, b, epsilon = eps, max_relative = 1e-9),

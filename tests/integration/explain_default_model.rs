@@ -1,8 +1,10 @@
-//! The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) explains: `keet explain --top 1` on two
-//! corpus profiles shows model text on the top kernel of each, and every model sentence shown is
-//! checked again here, independently of the code path that let it through: it passes the prose
-//! gate, every number in it is one of the kernel's own rendered values (the grounding keet's
-//! prompt and grammar are built from), and its comparisons agree with the facts.
+//! The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) explains: `keet explain` on two corpus
+//! profiles (the top kernel of one, the top two of the other) shows model text on each, and every
+//! model sentence shown is checked again here, independently of the code path that let it
+//! through: it passes the prose gate, every number in it is one of the kernel's own rendered
+//! values (the grounding keet's prompt and grammar are built from) and sits next to what it
+//! measures, and its comparisons agree with the facts. The two-kernel report also carries the
+//! profile summary, whose numbers must be the report's own.
 //!
 //! The slowest test of the suite (tens of seconds per kernel on 2 cores), so it is the only one
 //! that runs the default model; engine mechanics run on SmolLM2 elsewhere.
@@ -12,8 +14,8 @@ use keet::validate::Context;
 use std::path::Path;
 use std::process::Command;
 
-// Profiles whose top kernel has rule findings for the model to explain.
-const PROFILES: [&str; 2] = ["rtx3060-sassscope/details.csv", "h200-moe/decode_c1.ncu-rep"];
+// Profiles whose top kernels have rule findings for the model to explain, and how many to explain.
+const PROFILES: [(&str, &str); 2] = [("rtx3060-sassscope/details.csv", "1"), ("h200-moe/decode_c1.ncu-rep", "2")];
 
 fn corpus(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus").join(rel).display().to_string()
@@ -28,10 +30,10 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
     let dir = tempfile::tempdir().unwrap();
     let gate = keet::prose::gate();
     let mut failures = Vec::new();
-    for rel in PROFILES {
+    for (rel, top) in PROFILES {
         let path = corpus(rel);
         let out = Command::new(env!("CARGO_BIN_EXE_keet"))
-            .args(["explain", "--format", "json", "--top", "1", "--threads", "2", &path])
+            .args(["explain", "--format", "json", "--top", top, "--threads", "2", &path])
             .env("KEET_CACHE", dir.path().join("cache.sqlite3"))
             .env_remove("KEET_MODEL")
             .output()
@@ -78,6 +80,10 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
                     if !ungrounded.is_empty() {
                         failures.push(format!("{rel}: ungrounded numbers {ungrounded:?} in {text:?}"));
                     }
+                    let misplaced = grounding.misattributed(text);
+                    if !misplaced.is_empty() {
+                        failures.push(format!("{rel}: numbers next to the wrong quantity {misplaced:?} in {text:?}"));
+                    }
                     let wrong = keet::validate::comparison_errors(&ctx, text);
                     if !wrong.is_empty() {
                         failures.push(format!("{rel}: comparisons {wrong:?} in {text:?}"));
@@ -85,7 +91,37 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
                 }
             }
         }
-        assert!(shown_here > 0, "{rel}: no model sentence shown on its top kernel: {}", doc["kernels"][0]);
+        assert!(shown_here > 0, "{rel}: no model sentence shown on its top {top} kernels: {}", doc["kernels"]);
+        if top != "1" {
+            let summary = &doc["summary"];
+            let text = summary["text"].as_str().unwrap_or_else(|| panic!("{rel}: no profile summary: {summary}"));
+            println!("{rel} summary [{}] {text}", summary["writer"]);
+            assert!(text.split_whitespace().count() >= 5, "{rel}: summary {text:?}");
+            // The same report in-process, from the cache the run filled: the summary's facts block,
+            // and the summary checked against it (grounded numbers next to their meaning, words).
+            let opts = keet::explain::ExplainOptions {
+                top: 2,
+                cache: Some(dir.path().join("cache.sqlite3")),
+                engine: keet::llm::EngineOptions {
+                    model: Some("qwen2.5-coder-1.5b-instruct".into()),
+                    threads: Some(2),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let (report, _) = keet::explain::explain(&[Path::new(&path).to_path_buf()], &opts).expect("explain from the cache");
+            let cached = report.summary.as_ref().expect("summary from the cache");
+            assert_eq!(cached.text, text, "{rel}: the cached summary differs");
+            let facts = keet::explain::summary::summary_facts(&report);
+            if summary["writer"] == "model" {
+                let reasons = keet::explain::summary::check(&facts, text);
+                if !reasons.is_empty() {
+                    failures.push(format!("{rel}: summary {text:?}: {reasons:?}"));
+                }
+            } else {
+                assert_eq!(text, facts.expert, "{rel}: a summary not the model's is the expert summary");
+            }
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -244,7 +244,7 @@ fn rtx3060_report_matches_raw_csv_metric_by_metric() {
         if !name.contains("__") {
             continue; // identity columns, checked above
         }
-        let Some(m) = l.metrics.get(*name) else {
+        let Some(m) = l.metrics.get(name) else {
             missing.push(*name);
             continue;
         };
@@ -515,8 +515,8 @@ fn metrics_carry_section_labels() {
     }
     let p = report("h200-moe/decode_c1.ncu-rep");
     let d = &p.launches[0].metrics.get("gpu__time_duration.sum").unwrap();
-    assert_eq!(d.label.as_deref(), Some("Duration"));
-    assert_eq!(d.section.as_deref(), Some("GPU Speed Of Light Throughput"));
+    assert_eq!(d.label, Some("Duration"));
+    assert_eq!(d.section, Some("GPU Speed Of Light Throughput"));
     assert_eq!(d.raw_unit, "");
     assert!(matches!(d.origin, keet::profile::Origin::Report { .. }), "{}", d.origin);
     assert_eq!(p.launches[0].compute_capability.as_deref(), Some("9.0"));
@@ -544,7 +544,7 @@ fn csv_reader_twin_agrees() {
         let (Some(want), Some(got)) = (m.as_f64(), a.metrics.get(name).and_then(|x| x.as_f64())) else {
             continue;
         };
-        let (factor, _) = normalize_unit(&m.raw_unit);
+        let (factor, _) = normalize_unit(m.raw_unit);
         assert!(
             relative_eq!(got, want, epsilon = 0.005 * factor * 1.0001 + 1e-9, max_relative = 1e-6),
             "{name}: report {got} vs CSV reader {want} ({} {})",
@@ -570,7 +570,7 @@ fn details_through_csv_reader(report_rel: &str, details_rel: &str) -> usize {
                 continue;
             };
             // Details pages print 2 decimals (or 3 significant digits) in the displayed unit.
-            let (factor, _) = normalize_unit(&m.raw_unit);
+            let (factor, _) = normalize_unit(m.raw_unit);
             if !relative_eq!(got, want, epsilon = 0.005 * factor * 1.0001 + 1e-9, max_relative = 0.005) {
                 failures.push(format!("launch {} {name}: report {got} vs CSV {} {}", a.id, m.raw_value, m.raw_unit));
             }

@@ -167,6 +167,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         skipped_kernels: analyses.len().saturating_sub(top),
         prose_mode: Some("guided".into()),
         prose: ProseCounts { shown: 3 * top, reasked: top, replaced: top },
+        summary: None,
         errors: vec![FileError {
             path: corpus("h200-moe/long_prefill_prof_lines_only.csv"),
             message: "no kernel launches <found> & nothing read".into(),

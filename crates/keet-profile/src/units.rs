@@ -194,12 +194,17 @@ pub enum NumberLocale {
     CommaDecimal,
 }
 
+/// Text that is not a number (what [`parse_number`] refuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not a number")]
+pub struct NotANumber;
+
 /// Parses one number as ncu writes it. `Ok(None)` for values that mean "no value"
-/// (`n/a`, empty, `-`); `Err(())` for text that is not a number.
+/// (`n/a`, empty, `-`); `Err(NotANumber)` for text that is not a number.
 ///
 /// Does not allocate: plain numbers go straight to `str::parse`, numbers with separators are
 /// copied into a stack buffer first.
-pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()> {
+pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, NotANumber> {
     let t = text.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("n/a") || t == "-" || t == "--" || t.eq_ignore_ascii_case("nan") {
         return Ok(None);
@@ -207,7 +212,7 @@ pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()>
     let b = t.as_bytes();
     let plain = b.iter().all(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
     if plain && (locale == NumberLocale::DotDecimal || !b.contains(&b'.')) {
-        return t.parse::<f64>().map(Some).map_err(|_| ());
+        return t.parse::<f64>().map(Some).map_err(|_| NotANumber);
     }
     let mut buf = [0u8; 96];
     let mut n = 0usize;
@@ -217,17 +222,17 @@ pub fn parse_number(text: &str, locale: NumberLocale) -> Result<Option<f64>, ()>
             ('.', NumberLocale::CommaDecimal) | ('\u{a0}', _) | ('\u{202f}', _) | (' ', _) | ('\'', _) => continue,
             (',', NumberLocale::CommaDecimal) => b'.',
             (c, _) if c.is_ascii() => c as u8,
-            _ => return Err(()),
+            _ => return Err(NotANumber),
         };
         if n == buf.len() {
-            return Err(());
+            return Err(NotANumber);
         }
         buf[n] = out;
         n += 1;
     }
     // Only ASCII bytes were written.
-    let s = std::str::from_utf8(&buf[..n]).map_err(|_| ())?;
-    s.parse::<f64>().map(Some).map_err(|_| ())
+    let s = std::str::from_utf8(&buf[..n]).map_err(|_| NotANumber)?;
+    s.parse::<f64>().map(Some).map_err(|_| NotANumber)
 }
 
 /// Parses a number as [`parse_number`] does and multiplies it by a unit's `factor` (see
@@ -438,13 +443,13 @@ mod tests {
         assert_eq!(parse_number("1.234,5", CommaDecimal), Ok(Some(1234.5)));
         assert_eq!(parse_number("n/a", DotDecimal), Ok(None));
         assert_eq!(parse_number("", DotDecimal), Ok(None));
-        assert_eq!(parse_number("abc", DotDecimal), Err(()));
+        assert_eq!(parse_number("abc", DotDecimal), Err(NotANumber));
         assert_eq!(parse_number("-3.5e2", DotDecimal), Ok(Some(-350.0)));
         assert_eq!(parse_number("1\u{a0}234,5", CommaDecimal), Ok(Some(1234.5)));
         assert_eq!(parse_number("12,5", CommaDecimal), Ok(Some(12.5)));
         assert_eq!(parse_number("0.017241", DotDecimal), Ok(Some(0.017241)));
-        assert_eq!(parse_number("5,151 (33; 33)", DotDecimal), Err(()));
-        assert_eq!(parse_number("µs", DotDecimal), Err(()));
+        assert_eq!(parse_number("5,151 (33; 33)", DotDecimal), Err(NotANumber));
+        assert_eq!(parse_number("µs", DotDecimal), Err(NotANumber));
         assert_eq!(parse_number(&"9".repeat(200), DotDecimal), Ok(Some("9".repeat(200).parse().unwrap())));
     }
 
@@ -500,9 +505,9 @@ mod tests {
             };
             assert_eq!(parse_scaled(text, 1.0, DotDecimal).map(f64::to_bits), general.map(f64::to_bits), "{text}");
         }
-        assert_eq!(parse_scaled_dot("12,5", 1.0).1, true);
+        assert!(parse_scaled_dot("12,5", 1.0).1);
         assert_eq!(parse_scaled_dot("1,952", 1.0), (Some(1952.0), false));
-        assert_eq!(parse_scaled_dot("1.234,5", 1.0).1, true);
+        assert!(parse_scaled_dot("1.234,5", 1.0).1);
     }
 
     #[test]

@@ -50,11 +50,11 @@ fn details_basic_rules_ragged_and_identity() {
     assert_eq!(num(&p, 0, "gpc__cycles_elapsed.max"), 7973.0);
     let d = &l0.metrics.get("gpu__time_duration.sum").unwrap();
     assert_eq!((d.raw_value, d.raw_unit, d.unit.clone()), ("4.06", "us", Unit::Nanoseconds));
-    assert_eq!(d.label.as_deref(), Some("Duration"));
-    assert_eq!(d.section.as_deref(), Some(sol));
+    assert_eq!(d.label, Some("Duration"));
+    assert_eq!(d.section, Some(sol));
     assert_eq!(d.origin.to_string(), "line 2");
     let m = &l0.metrics.get("Launch Statistics/Mystery Label").unwrap();
-    assert_eq!(m.value, MetricValue::Text("n/a".into()));
+    assert_eq!(m.value, MetricValue::Text("n/a"));
     assert_eq!(m.as_f64(), None);
     assert_eq!(l0.ncu_rules.len(), 1);
     let r = &l0.ncu_rules[0];
@@ -243,7 +243,7 @@ fn details_body_items_and_duplicates() {
     assert_eq!(num(&p, 0, "lts__cycles_active.min"), 37.0);
     assert_eq!(num(&p, 0, "lts__cycles_active.sum"), 3666.0);
     assert_eq!(num(&p, 0, "launch__block_size"), 256.0);
-    assert_eq!(p.launches[0].metrics.get("launch__block_size").unwrap().section.as_deref(), Some("Launch Statistics"));
+    assert_eq!(p.launches[0].metrics.get("launch__block_size").unwrap().section, Some("Launch Statistics"));
     assert_eq!(num(&p, 0, "Occupancy/Chart X/Thing"), 1.0);
     assert_eq!(num(&p, 0, "Occupancy/Chart X/Thing #2"), 2.0);
 }
@@ -261,8 +261,8 @@ fn raw_page_units_row() {
     assert_eq!(num(&p, 0, "gpu__time_duration.sum"), 2464.0);
     assert_eq!(num(&p, 0, "dram__bytes.sum"), 1024e3);
     assert_eq!(num(&p, 1, "gpu__time_duration.sum"), 3296.0);
-    assert_eq!(p.launches[1].metrics.get("dram__bytes.sum").unwrap().value, MetricValue::Text("n/a".into()));
-    assert_eq!(p.launches[0].metrics.get("launch__func_cache_config").unwrap().value, MetricValue::Text("CachePreferNone".into()));
+    assert_eq!(p.launches[1].metrics.get("dram__bytes.sum").unwrap().value, MetricValue::Text("n/a"));
+    assert_eq!(p.launches[0].metrics.get("launch__func_cache_config").unwrap().value, MetricValue::Text("CachePreferNone"));
     // Empty cell: metric absent for that launch.
     assert!(!p.launches[0].metrics.contains_key("sm__cycles_active.avg"));
     assert_eq!(p.launches[1].metrics.get("sm__cycles_active.avg").unwrap().origin.to_string(), "line 4");
@@ -396,7 +396,7 @@ fn ui_export_transposed() {
     assert_eq!(num(&p, 1, "gpc__cycles_elapsed.max"), 576056.0);
     assert_eq!(num(&p, 0, "SM_A.TriageAC.l1tex__data_pipe_lsu_wavefronts.avg"), 0.05);
     let m = &p.launches[1].metrics.get("SM_A.TriageAC.l1tex__data_pipe_lsu_wavefronts.avg").unwrap();
-    assert_eq!((m.value, m.raw_value), (MetricValue::Text("{12}".into()), "{12}"));
+    assert_eq!((m.value, m.raw_value), (MetricValue::Text("{12}"), "{12}"));
 }
 
 #[test]

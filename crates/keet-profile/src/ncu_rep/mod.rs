@@ -292,7 +292,7 @@ impl<'a> Parser<'a> {
             let n = data.len();
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
             let result: proto::ProfileResult = self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
-            let origin = (u32::try_from(block).unwrap_or(u32::MAX), u32::try_from(i).unwrap_or(u32::MAX));
+            let origin = (u32::try_from(block).unwrap_or(u32::MAX), i);
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
             p += 4 + n;
@@ -733,8 +733,8 @@ mod tests {
         let d = &l.metrics.get("gpu__time_duration.sum").unwrap();
         assert_eq!(d.as_f64(), Some(1952.0));
         assert_eq!(d.unit, Unit::Nanoseconds);
-        assert_eq!(d.label.as_deref(), Some("Duration"));
-        assert_eq!(d.section.as_deref(), Some("GPU Speed Of Light Throughput"));
+        assert_eq!(d.label, Some("Duration"));
+        assert_eq!(d.section, Some("GPU Speed Of Light Throughput"));
         assert_eq!(d.origin.to_string(), "block 0, result 0");
         let pct = &l.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed").unwrap();
         assert_eq!(pct.as_f64(), Some(33.33));
