@@ -36,7 +36,23 @@ pub struct SummaryFacts {
     pub expert: String,
     /// The kernels' identifiers (for the word check).
     identifiers: Vec<String>,
+    /// Each kernel's short name and the regimes and categories the diagnosis gives it.
+    kernel_diagnoses: Vec<(String, Vec<String>)>,
 }
+
+/// Regime words a summary may only pin on a kernel the diagnosis gives them to.
+const REGIME_WORDS: &[(&str, &str)] = &[
+    ("memory-bound", "memory-bound"),
+    ("memory bound", "memory-bound"),
+    ("compute-bound", "compute-bound"),
+    ("compute bound", "compute-bound"),
+    ("latency-bound", "latency-bound"),
+    ("latency bound", "latency-bound"),
+    ("grid-too-small", "grid-too-small"),
+    ("grid too small", "grid-too-small"),
+    ("launch-bound", "launch-bound"),
+    ("launch bound", "launch-bound"),
+];
 
 /// The summary's facts block for `report` (its kernels explained, its profile view filled).
 pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
@@ -89,13 +105,60 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
             };
         }
     }
+    // What to do first: the largest bound on saved time over every kernel of the report (explained
+    // or not), so neither the model nor the reader has to find the maximum.
+    let best = report.batch.as_ref().map(super::kernel_times).and_then(|times| {
+        times
+            .into_iter()
+            .filter(|k| k.gain_ns.is_some_and(|g| g > 0.0))
+            .max_by(|a, b| a.gain_ns.unwrap_or(0.0).total_cmp(&b.gain_ns.unwrap_or(0.0)))
+    });
+    if let (Some(first), true) = (&best, total > 0.0) {
+        let short = crate::rules::kind::short_kernel_name(&first.name);
+        let gain_ns = first.gain_ns.unwrap_or(0.0);
+        let pct = fmt_value(100.0 * gain_ns / total, "%");
+        let primary = first.primary.as_deref().unwrap_or("its primary problem");
+        // The bound in µs as the profile-level findings render it, so both name one number.
+        let _ = writeln!(
+            out,
+            "First, the largest bound on saved time: {short}, {primary}: fixing it saves at most {} µs ({pct} of the profiled time).",
+            crate::rules::fmt_num(gain_ns / 1000.0)
+        );
+        let fix = report
+            .kernels
+            .iter()
+            .find(|k| k.kernel.name == first.name)
+            .and_then(|k| k.analysis.findings.first())
+            .map(|f| format!(" {}", first_sentence(&f.suggestion)))
+            .unwrap_or_default();
+        expert = format!("Start with {short} ({primary}): fixing it saves at most {pct} of the profiled time.{fix}");
+    }
     if let Some(p) = report.profile.findings.first() {
         expert = format!("{} {expert}", p.claim);
+    }
+    // What the diagnosis calls each kernel: explained ones by their findings and regime, the
+    // others by their primary finding.
+    let mut kernel_diagnoses: Vec<(String, Vec<String>)> = Vec::new();
+    for k in &report.kernels {
+        let mut said: Vec<String> = k.analysis.findings.iter().map(|f| f.category.as_str().to_string()).collect();
+        said.push(k.analysis.diagnosis.regime.to_string());
+        if k.analysis.diagnosis.regime == "grid-bound" {
+            said.push("grid-too-small".into());
+        }
+        kernel_diagnoses.push((crate::rules::kind::short_kernel_name(&k.kernel.name), said));
+    }
+    if let Some(batch) = &report.batch {
+        for k in super::kernel_times(batch) {
+            let short = crate::rules::kind::short_kernel_name(&k.name);
+            if let (false, Some(p)) = (kernel_diagnoses.iter().any(|(n, _)| *n == short), k.primary) {
+                kernel_diagnoses.push((short, vec![p]));
+            }
+        }
     }
     // Identifiers anywhere in the block (kernels named by the profile-level findings too).
     let identifiers = crate::grounding::identifiers(&format!("{names} {out}"));
     let grounding = Grounding::new(&out, &format!("{names} {out}"));
-    SummaryFacts { facts: out, grounding, expert: expert.trim().to_string(), identifiers }
+    SummaryFacts { facts: out, grounding, expert: expert.trim().to_string(), identifiers, kernel_diagnoses }
 }
 
 /// The first sentence of an expert text, ending with a period.
@@ -119,8 +182,24 @@ pub fn check(facts: &SummaryFacts, text: &str) -> Vec<String> {
         for r in crate::prose::gate().check_profile_sentence(sentence, &facts.identifiers) {
             reasons.push(format!("\"{}\": {r}", sentence.chars().take(60).collect::<String>()));
         }
+        reasons.extend(wrong_regimes(facts, sentence));
     }
     reasons
+}
+
+/// A sentence that names one kernel and pins a regime on it the diagnosis does not give it
+/// ("RMSNormKernel is memory-bound" where it is grid-too-small).
+fn wrong_regimes(facts: &SummaryFacts, sentence: &str) -> Vec<String> {
+    let named: Vec<&(String, Vec<String>)> = facts.kernel_diagnoses.iter().filter(|(name, _)| sentence.contains(name.as_str())).collect();
+    let [(name, said)] = named.as_slice() else { return Vec::new() };
+    let lower = sentence.to_lowercase();
+    let mut out = Vec::new();
+    for (phrase, regime) in REGIME_WORDS {
+        if lower.contains(phrase) && !said.iter().any(|s| s == regime) && !out.iter().any(|o: &String| o.contains(regime)) {
+            out.push(format!("it calls {name} {regime}, but the diagnosis says {}", said.join(", ")));
+        }
+    }
+    out
 }
 
 /// The JSON Schema of the answer: one grounded text field.
@@ -174,7 +253,9 @@ pub fn summarize(engine: &mut Engine, facts: &SummaryFacts, system: String, reas
             writer: Writer::Expert,
             repaired: false,
             refused: {
-                let mut all: Vec<String> = Vec::new();
+                // The model's last text first, then each distinct reason.
+                let mut all: Vec<String> =
+                    outcome.last_refused.map(|a| format!("the model wrote: \"{}\"", a.summary)).into_iter().collect();
                 for r in outcome.refusals.into_iter().flatten() {
                     if !all.contains(&r) {
                         all.push(r);
@@ -189,6 +270,27 @@ pub fn summarize(engine: &mut Engine, facts: &SummaryFacts, system: String, reas
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_may_not_pin_a_wrong_regime_on_a_kernel() {
+        let block = "First, the largest bound on saved time: RMSNormKernel, grid-too-small: fixing it saves at most 12.3 µs (7.93% of the profiled time).\n";
+        let facts = SummaryFacts {
+            facts: block.into(),
+            grounding: Grounding::new(block, "RMSNormKernel"),
+            expert: String::new(),
+            identifiers: crate::grounding::identifiers("RMSNormKernel"),
+            kernel_diagnoses: vec![("RMSNormKernel".into(), vec!["grid-too-small".into()])],
+        };
+        let wrong = check(&facts, "The RMSNormKernel is memory-bound at small batch sizes, and fixing it saves 12.3 µs.");
+        assert!(wrong.iter().any(|r| r.contains("calls RMSNormKernel memory-bound")), "{wrong:?}");
+        let right = check(
+            &facts,
+            "Start with RMSNormKernel, whose grid is too small: fixing it saves at most 12.3 µs, 7.93% of the profiled time.",
+        );
+        assert!(right.is_empty(), "{right:?}");
+        // GEMM dimensions are words.
+        assert!(check(&facts, "Give the library a larger M or N, or let it split K.").is_empty());
+    }
 
     #[test]
     fn first_sentence_ends_with_a_period() {
