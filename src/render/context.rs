@@ -41,6 +41,8 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
             kv["evidence_lines"] = json!(evidence_lines(k));
             kv["units_line"] = json!(units_line(&k.analysis.facts));
             kv["stalls_line"] = json!(stalls_line(&k.analysis.facts));
+            kv["grid_line"] = json!(grid_line(&k.analysis.facts));
+            kv["access_line"] = json!(access_line(&k.analysis.facts));
             kv["hot_lines"] = json!(hot_lines(k));
             kv["changes"] = json!(changes(k));
             kv
@@ -99,8 +101,8 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
     out
 }
 
-/// "SM 69.8%, DRAM 18.7% of peak; occupancy 60% of a theoretical 75% (limited by registers); 1.33
-/// waves": the busy units and the occupancy, from the facts (empty when none is known).
+/// "SM 69.8%, DRAM 18.7% of peak; occupancy 60% of a theoretical 75% (limited by registers)": the
+/// busy units and the occupancy, from the facts (empty when none is known).
 fn units_line(f: &crate::facts::Facts) -> String {
     use crate::rules::fmt_num;
     let mut parts = Vec::new();
@@ -117,8 +119,48 @@ fn units_line(f: &crate::facts::Facts) -> String {
         (None, Some(t)) => parts.push(format!("theoretical occupancy {}%", fmt_num(t.value))),
         _ => {}
     }
+    parts.join("; ")
+}
+
+/// "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks": how the grid fills
+/// the GPU (empty when neither the grid nor the waves are known).
+fn grid_line(f: &crate::facts::Facts) -> String {
+    use crate::rules::fmt_num;
+    let mut parts = Vec::new();
+    match (&f.grid_blocks, &f.sm_count) {
+        (Some(b), Some(s)) if b.value < s.value => parts.push(format!(
+            "{} blocks for {} SMs (fewer blocks than SMs: {} SMs get no block)",
+            fmt_num(b.value),
+            fmt_num(s.value),
+            fmt_num(s.value - b.value)
+        )),
+        (Some(b), Some(s)) => parts.push(format!("{} blocks for {} SMs", fmt_num(b.value), fmt_num(s.value))),
+        _ => {}
+    }
     if let Some(w) = &f.waves_per_sm {
-        parts.push(format!("{} waves", fmt_num(w.value)));
+        parts.push(format!("{} waves of blocks", fmt_num(w.value)));
+    }
+    parts.join("; ")
+}
+
+/// "global loads use 8 of each 32-byte sector, stores 32 of 32; shared-memory bank conflicts
+/// 0% of wavefronts": how well the kernel's accesses use what they move (empty when the profile
+/// has no access-pattern metrics).
+fn access_line(f: &crate::facts::Facts) -> String {
+    use crate::rules::fmt_num;
+    let mut parts = Vec::new();
+    let bytes = |what: &str, fact: &Option<crate::facts::Fact>| {
+        fact.as_ref().map(|b| format!("global {what} use {} of each 32-byte sector", fmt_num(b.value.min(32.0))))
+    };
+    parts.extend(bytes("loads", &f.global_load_bytes_per_sector));
+    parts.extend(bytes("stores", &f.global_store_bytes_per_sector));
+    if parts.is_empty() {
+        if let Some(x) = &f.global_excessive_sectors_pct {
+            parts.push(format!("{}% of global sectors are beyond what a coalesced pattern needs", fmt_num(x.value)));
+        }
+    }
+    if let Some(c) = &f.shared_bank_conflict_pct {
+        parts.push(format!("shared-memory bank conflicts cause {}% of shared wavefronts", fmt_num(c.value)));
     }
     parts.join("; ")
 }
@@ -214,6 +256,36 @@ fn fit(n: usize, budget: Option<&TokenBudget>, render: impl Fn(usize, u8) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fact(key: &'static str, value: f64) -> Option<crate::facts::Fact> {
+        Some(crate::facts::Fact { key, label: key, value, unit: "", evidence: Vec::new() })
+    }
+
+    #[test]
+    fn grid_and_access_lines_say_what_the_raw_metrics_say() {
+        let mut f = crate::facts::Facts {
+            grid_blocks: fact("grid_blocks", 96.0),
+            sm_count: fact("sm_count", 132.0),
+            waves_per_sm: fact("waves_per_sm", 0.73),
+            global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 8.0),
+            global_store_bytes_per_sector: fact("global_store_bytes_per_sector", 32.0),
+            shared_bank_conflict_pct: fact("shared_bank_conflict_pct", 0.0),
+            ..Default::default()
+        };
+        assert_eq!(grid_line(&f), "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks");
+        assert_eq!(
+            access_line(&f),
+            "global loads use 8 of each 32-byte sector; global stores use 32 of each 32-byte sector; \
+             shared-memory bank conflicts cause 0% of shared wavefronts"
+        );
+        f.grid_blocks = fact("grid_blocks", 12288.0);
+        f.global_load_bytes_per_sector = None;
+        f.global_store_bytes_per_sector = None;
+        f.shared_bank_conflict_pct = None;
+        assert_eq!(grid_line(&f), "12288 blocks for 132 SMs; 0.73 waves of blocks");
+        assert_eq!(access_line(&f), "");
+        assert_eq!(grid_line(&crate::facts::Facts::default()), "");
+    }
 
     /// Words as tokens: enough to test the fitting without a model.
     fn words(s: &str) -> usize {

@@ -91,6 +91,7 @@ struct Thresholds {
     launch_overhead_min_launches: usize,
     launch_overhead_min_share_pct: f64,
     dominant_family_share_pct: f64,
+    dominant_family_max_share_pct: f64,
     top_opportunities: usize,
 }
 
@@ -176,8 +177,14 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             share_pct: share,
         });
     }
-    // A dominant family.
-    if let Some(f) = families.first().filter(|f| f.share_pct >= t.thresholds.dominant_family_share_pct) {
+    // A dominant family: only a named family beside others that take a visible share. "GEMM
+    // kernels take 100%" on a profile of GEMMs, or "other kernels take 60%", tells the reader
+    // nothing the kernel list does not.
+    let th = &t.thresholds;
+    let dominant = families.first().filter(|f| {
+        (th.dominant_family_share_pct..=th.dominant_family_max_share_pct).contains(&f.share_pct) && f.family != Family::Other
+    });
+    if let Some(f) = dominant {
         let ctx = serde_json::json!({
             "family_label": f.label, "share": f.share_pct, "kernels": f.kernels, "launches": f.launches,
         });
@@ -260,6 +267,28 @@ mod tests {
         // Opportunities are listed, never summed.
         assert!(v.findings[2].claim.contains("gemm up to 100 µs") && v.findings[2].claim.contains("norm up to 90 µs"));
         approx::assert_relative_eq!(v.findings[2].share_pct, 10.0);
+    }
+
+    #[test]
+    fn no_dominant_family_alone_or_unnamed() {
+        let dominant = |v: &ProfileView| v.findings.iter().any(|f| f.category == ProfileCategory::DominantFamily);
+        // One family is the whole profile (a single transpose kernel): nothing to say about families.
+        assert!(!dominant(&profile_view(&[k("transpose", Family::Elementwise, 1, 50_000.0, None)])));
+        // "Other" kernels are not a family a reader can act on.
+        assert!(!dominant(&profile_view(&[
+            k("a", Family::Other, 1, 900_000.0, None),
+            k("b", Family::Gemm, 1, 100_000.0, None)
+        ])));
+        // Nor one beside others that take almost nothing.
+        assert!(!dominant(&profile_view(&[
+            k("a", Family::Elementwise, 1, 990_000.0, None),
+            k("b", Family::Attention, 1, 10_000.0, None)
+        ])));
+        // A named family beside another still is.
+        assert!(dominant(&profile_view(&[
+            k("a", Family::Gemm, 1, 900_000.0, None),
+            k("b", Family::Other, 1, 100_000.0, None)
+        ])));
     }
 
     #[test]
