@@ -181,9 +181,9 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
     // kernels take 100%" on a profile of GEMMs, or "other kernels take 60%", tells the reader
     // nothing the kernel list does not.
     let th = &t.thresholds;
-    let dominant = families.first().filter(|f| {
-        (th.dominant_family_share_pct..=th.dominant_family_max_share_pct).contains(&f.share_pct) && f.family != Family::Other
-    });
+    let dominant = families
+        .first()
+        .filter(|f| (th.dominant_family_share_pct..=th.dominant_family_max_share_pct).contains(&f.share_pct) && f.family != Family::Other);
     if let Some(f) = dominant {
         let ctx = serde_json::json!({
             "family_label": f.label, "share": f.share_pct, "kernels": f.kernels, "launches": f.launches,
@@ -275,20 +275,11 @@ mod tests {
         // One family is the whole profile (a single transpose kernel): nothing to say about families.
         assert!(!dominant(&profile_view(&[k("transpose", Family::Elementwise, 1, 50_000.0, None)])));
         // "Other" kernels are not a family a reader can act on.
-        assert!(!dominant(&profile_view(&[
-            k("a", Family::Other, 1, 900_000.0, None),
-            k("b", Family::Gemm, 1, 100_000.0, None)
-        ])));
+        assert!(!dominant(&profile_view(&[k("a", Family::Other, 1, 900_000.0, None), k("b", Family::Gemm, 1, 100_000.0, None)])));
         // Nor one beside others that take almost nothing.
-        assert!(!dominant(&profile_view(&[
-            k("a", Family::Elementwise, 1, 990_000.0, None),
-            k("b", Family::Attention, 1, 10_000.0, None)
-        ])));
+        assert!(!dominant(&profile_view(&[k("a", Family::Elementwise, 1, 990_000.0, None), k("b", Family::Attention, 1, 10_000.0, None)])));
         // A named family beside another still is.
-        assert!(dominant(&profile_view(&[
-            k("a", Family::Gemm, 1, 900_000.0, None),
-            k("b", Family::Other, 1, 100_000.0, None)
-        ])));
+        assert!(dominant(&profile_view(&[k("a", Family::Gemm, 1, 900_000.0, None), k("b", Family::Other, 1, 100_000.0, None)])));
     }
 
     #[test]
