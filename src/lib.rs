@@ -14,7 +14,8 @@ pub mod explain;
 pub mod facts;
 pub mod files;
 pub mod grounding;
-pub mod llm;
+/// The model engine, a crate of its own (`crates/keet-llm`); `crate::llm::...` paths keep working.
+pub use keet_llm as llm;
 pub mod merge;
 /// Ingest, a crate of its own (`crates/keet-profile`); `crate::profile::...` paths keep working.
 pub use keet_profile as profile;

@@ -1,5 +1,5 @@
 //! `keet bench llm --synthetic NAME`: prompt and decode speed of a random-weight model in the
-//! exact shape of a real one (`src/llm/synthetic.rs`), built in memory, no file, no tokenizer; and,
+//! exact shape of a real one (`crates/keet-llm/src/synthetic.rs`), built in memory, no file, no tokenizer; and,
 //! for every `keet bench llm`, decode speed against its memory-bandwidth limit: weight bytes read
 //! per decoded token (from the model's tensors as loaded) over a copy bandwidth measured on the
 //! same device in the same run.

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::Device;
 
-use crate::llm::model::{CausalLm, LlmError, WeightBytes};
+use crate::model::{CausalLm, LlmError, WeightBytes};
 use kernels::{QAct, QType, QK};
 use kquants::{QActK, QK_K};
 use pool::{Pool, SyncPtr};
@@ -325,7 +325,7 @@ pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
 impl FastLlama {
     /// Maps the file and reads it (see [`FastLlama::from_gguf`]).
     pub fn load_gguf(path: &Path, threads: usize) -> Result<FastLlama, LlmError> {
-        let gguf = crate::llm::loader::GgufFile::open(path)?;
+        let gguf = crate::gguf::GgufFile::open(path)?;
         FastLlama::from_gguf_mapped(&gguf.content, gguf.shared_map(), threads)
     }
 
@@ -766,7 +766,7 @@ impl CausalLm for FastLlama {
         // Split at absolute multiples of the prefill chunk, so the path each position takes (batched
         // f32 or small int8) -- and so its KV values -- never depends on how a prompt was split
         // across requests: a reused prefix gives exactly what a cold run computes.
-        let chunk = crate::llm::loader::chunk_size().max(1);
+        let chunk = crate::model::chunk_size().max(1);
         let (mut pos, mut i, mut last) = (start_pos, 0, None);
         while i < tokens.len() {
             let n = ((pos / chunk + 1) * chunk - pos).min(tokens.len() - i);

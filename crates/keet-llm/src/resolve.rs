@@ -10,9 +10,9 @@ use super::model::LlmError;
 
 /// Manifests compiled into keet (the files in `models/`).
 const BUILTIN_MANIFESTS: &[&str] = &[
-    include_str!("../../models/qwen2.5-coder-1.5b-instruct.toml"),
-    include_str!("../../models/qwen2.5-coder-0.5b-instruct.toml"),
-    include_str!("../../models/smollm2-135m-instruct.toml"),
+    include_str!("../../../models/qwen2.5-coder-1.5b-instruct.toml"),
+    include_str!("../../../models/qwen2.5-coder-0.5b-instruct.toml"),
+    include_str!("../../../models/smollm2-135m-instruct.toml"),
 ];
 
 /// One `models/*.toml` manifest.

@@ -2,14 +2,11 @@
 //! same families), with the architecture taken from the file's metadata / `config.json`.
 //!
 //! [`load_model`] is the single place that picks the implementation of [`CausalLm`]: the fast CPU
-//! implementation (`src/llm/fast/`) is selected here for Llama, Qwen2 and Qwen3 GGUF on CPU.
+//! implementation (`crates/keet-llm/src/fast/`) is selected here for Llama, Qwen2 and Qwen3 GGUF on CPU.
 
-use std::collections::HashMap;
-use std::fs::File;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3};
 
@@ -21,102 +18,8 @@ fn err(m: impl Into<String>) -> LlmError {
 
 pub use super::device::parse_device;
 
-/// A GGUF file, memory-mapped, with its header (metadata and tensor table) parsed and checked
-/// against the file size.
-///
-/// The file is mapped rather than read: the header is parsed from memory (no small reads), and
-/// tensor data is copied from the map straight into the model's own layout, so the weights are
-/// read from the page cache once and never buffered twice.
-pub struct GgufFile {
-    pub path: PathBuf,
-    pub content: gguf_file::Content,
-    map: std::sync::Arc<memmap2::Mmap>,
-}
-
-impl GgufFile {
-    /// Maps the file and reads and checks the header; a file that is not GGUF, or is cut short, is
-    /// a clear error.
-    pub fn open(path: &Path) -> Result<Self, LlmError> {
-        let corrupt = |why: String| {
-            err(format!(
-                "model file {} is corrupt or incomplete: {why}. Reinstall it (`keet model install` for the \
-                 default model) or point --model at a good copy",
-                path.display()
-            ))
-        };
-        let f = File::open(path).map_err(|e| err(format!("cannot open model file {}: {e}", path.display())))?;
-        // SAFETY: the map is read-only and keet never writes model files; as with any mapped file,
-        // another process truncating it while keet runs would fault (installers write a new file
-        // and rename it, which leaves this mapping intact).
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| err(format!("cannot map model file {}: {e}", path.display())))?;
-        let file_len = map.len() as u64;
-        let content = gguf_file::Content::read(&mut Cursor::new(&map[..])).map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
-        // The tensor that reaches furthest into the file: (end, name, start).
-        let mut last: Option<(u64, &str, u64)> = None;
-        for (name, ti) in &content.tensor_infos {
-            let elems = ti.shape.elem_count();
-            let bs = ti.ggml_dtype.block_size();
-            if bs == 0 || elems % bs != 0 {
-                return Err(corrupt(format!("tensor {name} has a shape that does not fit its type {:?}", ti.ggml_dtype)));
-            }
-            let size = (elems / bs * ti.ggml_dtype.type_size()) as u64;
-            let start = content.tensor_data_offset.saturating_add(ti.offset);
-            let end = start.saturating_add(size);
-            if last.is_none_or(|l| end > l.0) {
-                last = Some((end, name, start));
-            }
-        }
-        let Some((end, name, start)) = last else { return Err(corrupt("no tensors".into())) };
-        if end > file_len {
-            return Err(corrupt(format!("tensor {name} occupies bytes {start}..{end} but the file has {file_len} bytes (truncated?)")));
-        }
-        Ok(GgufFile { path: path.to_path_buf(), content, map: std::sync::Arc::new(map) })
-    }
-
-    /// A GGUF model held in memory (an anonymous map), not read from a file: `label` stands for
-    /// the path in messages and reports. The tensor table must fit the map (as [`GgufFile::open`]
-    /// checks for files).
-    pub fn from_memory(label: &str, content: gguf_file::Content, map: memmap2::Mmap) -> Result<Self, LlmError> {
-        for (name, ti) in &content.tensor_infos {
-            let end = content.tensor_data_offset + ti.offset + super::footprint::ggml_bytes(ti.ggml_dtype, ti.shape.elem_count());
-            if end > map.len() as u64 {
-                return Err(err(format!("in-memory model {label}: tensor {name} ends at byte {end}, past {}", map.len())));
-            }
-        }
-        Ok(GgufFile { path: PathBuf::from(label), content, map: std::sync::Arc::new(map) })
-    }
-
-    /// The whole file.
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    /// The file's map, shared: a model may keep tensors in place (no copy) by holding it.
-    pub fn shared_map(&self) -> std::sync::Arc<memmap2::Mmap> {
-        self.map.clone()
-    }
-
-    pub fn metadata(&self) -> &HashMap<String, gguf_file::Value> {
-        &self.content.metadata
-    }
-
-    pub fn md_str(&self, key: &str) -> Option<String> {
-        self.content.metadata.get(key).and_then(|v| v.to_string().ok()).cloned()
-    }
-
-    pub fn md_u32(&self, key: &str) -> Option<u32> {
-        self.content.metadata.get(key).and_then(|v| v.to_u32().ok())
-    }
-
-    pub fn architecture(&self) -> String {
-        self.md_str("general.architecture").unwrap_or_default()
-    }
-
-    pub fn context_length(&self) -> Option<usize> {
-        let arch = self.architecture();
-        self.md_u32(&format!("{arch}.context_length")).map(|v| v as usize)
-    }
-}
+pub use super::gguf::GgufFile;
+pub use super::model::{chunk_size, CHUNK};
 
 /// The model families keet runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +63,7 @@ impl Arch {
 /// Options for [`load_gguf_model`].
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Use keet's own CPU implementation (`src/llm/fast/`) for Llama / Qwen2 / Qwen3 GGUF on CPU,
+    /// Use keet's own CPU implementation (`crates/keet-llm/src/fast/`) for Llama / Qwen2 / Qwen3 GGUF on CPU,
     /// falling back to candle (with a note) when it cannot load the file. Default: `KEET_LLM_IMPL=fast`.
     pub prefer_fast: bool,
     /// CPU threads for the fast implementation.
@@ -169,7 +72,7 @@ pub struct LoadOptions {
 
 impl LoadOptions {
     /// From the environment: `KEET_LLM_IMPL=fast|candle` (default fast: keet's own CPU engine for
-    /// Llama / Qwen2 / Qwen3, see `src/llm/fast`; candle-transformers on other devices).
+    /// Llama / Qwen2 / Qwen3, see `crates/keet-llm/src/fast`; candle-transformers on other devices).
     pub fn from_env(threads: usize) -> Self {
         let prefer_fast = !std::env::var("KEET_LLM_IMPL").map(|v| v.eq_ignore_ascii_case("candle")).unwrap_or(false);
         LoadOptions { prefer_fast, threads }
@@ -186,7 +89,7 @@ pub fn load_gguf_model(gguf: GgufFile, device: &Device, opts: &LoadOptions) -> R
     }
 }
 
-/// keet's own CPU implementation (src/llm/fast/) for Llama / Qwen2 / Qwen3 GGUF on CPU, when the
+/// keet's own CPU implementation (crates/keet-llm/src/fast/) for Llama / Qwen2 / Qwen3 GGUF on CPU, when the
 /// options allow it; `None` when it does not apply or cannot load this file (then candle does).
 pub fn load_gguf_fast(gguf: &GgufFile, device: &Device, opts: &LoadOptions) -> Result<Option<Box<dyn CausalLm>>, LlmError> {
     let arch = Arch::from_gguf(&gguf.architecture())?;
@@ -211,7 +114,8 @@ pub fn load_gguf_candle(gguf: GgufFile, device: &Device) -> Result<Box<dyn Causa
         .unwrap_or(0);
     let path = gguf.path.clone();
     let weights = super::footprint::gguf_candle(&gguf.content);
-    let mut r = Cursor::new(&gguf.map[..]);
+    let map = gguf.shared_map();
+    let mut r = Cursor::new(&map[..]);
     let ctx = gguf.context_length();
     let wrap = |e: candle_core::Error| err(format!("loading {}: {e}", path.display()));
     let inner = match arch {
@@ -341,16 +245,6 @@ impl Inner {
     }
 }
 
-/// Tokens handed to the model per call. Prompts always run in chunks at multiples of this size from
-/// position 0, so a KV prefix restored from a snapshot equals the one a cold run computes, bit for bit
-/// (prefix reuse never changes the output). The engine aligns its reuse points to it.
-pub const CHUNK: usize = 32;
-
-/// The prompt chunk size in force: [`CHUNK`], or `KEET_PREFILL_CHUNK` (for experiments).
-pub fn chunk_size() -> usize {
-    static C: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *C.get_or_init(|| std::env::var("KEET_PREFILL_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(CHUNK))
-}
 /// Most KV-cache snapshots kept for prefix reuse.
 const MAX_SNAPSHOTS: usize = 4;
 

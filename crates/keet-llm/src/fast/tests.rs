@@ -161,7 +161,7 @@ fn paths_and_cache_are_consistent() {
     eprintln!("simd vs scalar: max |Δlogit| = {d:.5}");
     // Prompts run in 32-token chunks at absolute positions; a last chunk of 8 tokens or fewer takes
     // the int8 (decode) path, where 8-bit activation rounding turns tiny differences into flips.
-    let tail = n % crate::llm::loader::chunk_size();
+    let tail = n % crate::model::chunk_size();
     if tail == 0 || tail > 8 {
         // f32 activations all the way: the only jumps come from rounding the KV cache to f16
         assert!(d < 0.2 && argmax(&full) == argmax(&scalar), "{d}");

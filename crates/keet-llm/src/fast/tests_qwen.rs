@@ -246,7 +246,7 @@ fn qwen2_prefix_reuse_and_scalar_kernels_agree() {
 fn installed_qwen() -> Option<std::path::PathBuf> {
     let name = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
     let mut cands: Vec<std::path::PathBuf> = std::env::var_os("KEET_TEST_QWEN").map(Into::into).into_iter().collect();
-    cands.push(crate::llm::resolve::models_dir().join(name));
+    cands.push(crate::resolve::models_dir().join(name));
     cands.into_iter().find(|p| p.is_file())
 }
 
@@ -291,7 +291,7 @@ fn truncated_gguf_names_tensor_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cut.gguf");
     std::fs::write(&path, &bytes[..bytes.len() - 1000]).unwrap();
-    let e = crate::llm::loader::GgufFile::open(&path).err().expect("a truncated file must not open").to_string();
+    let e = crate::gguf::GgufFile::open(&path).err().expect("a truncated file must not open").to_string();
     assert!(e.contains("cut.gguf") && e.contains("tensor ") && e.contains("bytes") && e.contains("truncated"), "{e}");
     let ct = gguf_file::Content::read(&mut Cursor::new(&bytes[..])).unwrap();
     let e = FastLlama::from_gguf(&ct, &bytes[..bytes.len() / 2], 1).err().expect("half a file must not load").to_string();

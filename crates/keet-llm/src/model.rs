@@ -41,3 +41,14 @@ pub trait CausalLm: Send {
         None
     }
 }
+
+/// Tokens handed to the model per call. Prompts always run in chunks at multiples of this size from
+/// position 0, so a KV prefix restored from a snapshot equals the one a cold run computes, bit for bit
+/// (prefix reuse never changes the output). The engine aligns its reuse points to it.
+pub const CHUNK: usize = 32;
+
+/// The prompt chunk size in force: [`CHUNK`], or `KEET_PREFILL_CHUNK` (for experiments).
+pub fn chunk_size() -> usize {
+    static C: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *C.get_or_init(|| std::env::var("KEET_PREFILL_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(CHUNK))
+}

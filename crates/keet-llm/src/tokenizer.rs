@@ -29,7 +29,7 @@ const LLAMA3_REGEX: &str =
 const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The tokenizer of a model, without loading its weights (to count tokens against a budget): the
-/// same choice [`crate::llm::Engine`] makes (`tokenizer.json` beside a GGUF file or in a model
+/// same choice [`crate::Engine`] makes (`tokenizer.json` beside a GGUF file or in a model
 /// folder, else the GGUF metadata). Returns it with the model's display name.
 pub fn for_model(model: Option<&str>) -> Result<(Tokenizer, String), LlmError> {
     use super::resolve::{self, ModelLocation};

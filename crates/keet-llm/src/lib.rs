@@ -8,6 +8,7 @@ pub mod device;
 pub mod engine;
 pub mod fast;
 pub mod footprint;
+pub mod gguf;
 pub mod loader;
 pub mod model;
 pub mod resolve;
