@@ -44,6 +44,9 @@ pub struct Grounding {
     pub terms: Vec<String>,
     /// What each rendered number measures (a number rendered twice has two entries).
     pub meanings: Vec<NumberMeaning>,
+    /// The words of the rendered facts block, lower case ("min/max", "l1/tex"): the model may
+    /// use any word keet itself showed it.
+    pub fact_words: Vec<String>,
 }
 
 /// What one rendered number measures, as the facts block says it.
@@ -57,6 +60,9 @@ pub struct NumberMeaning {
     pub label_words: Vec<String>,
     /// The facts text it was read from, for a repair message ("Throughput (% of peak): DRAM 64.5%").
     pub source: String,
+    /// Stems of what its line says something is a share "of" ("peak" in "(% of peak)", "sm" in
+    /// "27.3% of the SMs"): a sentence may write "64.5% of peak" only where the facts do.
+    pub of_words: Vec<String>,
     /// The facts block line it was read from (0-based).
     pub line: usize,
 }
@@ -80,6 +86,9 @@ fn meaning_words() -> &'static MeaningWords {
 pub struct TextShape {
     pub sentences: RangeInclusive<usize>,
     pub words: RangeInclusive<usize>,
+    /// The words a sentence may start with, lower case (a suggestion starts with what to do:
+    /// "use", "batch", "fuse"); empty: any capitalised word or allowed term.
+    pub openings: Vec<String>,
 }
 
 impl Grounding {
@@ -99,7 +108,14 @@ impl Grounding {
             }
         }
         let meanings = number_meanings(rendered_facts);
-        Grounding { numbers, terms, meanings }
+        let mut fact_words: Vec<String> = rendered_facts
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| matches!(c, '.' | ',' | ';' | ':' | '(' | ')' | '"' | '`' | '[' | ']')).to_lowercase())
+            .filter(|t| t.chars().any(|c| c.is_alphabetic()))
+            .collect();
+        fact_words.sort();
+        fact_words.dedup();
+        Grounding { numbers, terms, meanings, fact_words }
     }
 
     /// Numbers in `text` written next to a quantity they do not measure, each with the reason
@@ -161,6 +177,20 @@ impl Grounding {
                                         .any(|w| same_meaning(w, stem, words) && !competitors.iter().any(|c| c.label_words.contains(w)))
                                 })
                         });
+                    // "7.19% of these SMs" where the facts say "SM 7.19%" (the SMs' throughput, not
+                    // a share of them): a number written as a share "of" something must be a
+                    // share of that in the facts too.
+                    if let Some(whole) = share_of(clause, number) {
+                        if !own.iter().any(|m| m.of_words.iter().any(|w| whole.iter().any(|x| same_meaning(w, x, words)))) {
+                            let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
+                            out.push(format!(
+                                "{number} is not a share of \"{}\" in this kernel's facts: it is \"{}\"",
+                                whole.join(" "),
+                                sources.join("\" and \"")
+                            ));
+                            continue;
+                        }
+                    }
                     if !named || misplaced {
                         let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
                         out.push(format!(
@@ -191,7 +221,13 @@ impl Grounding {
         let alts: Vec<String> = literals.iter().map(|s| escape(s)).collect();
         let grounded = if alts.is_empty() { String::new() } else { format!("|{}", alts.join("|")) };
         let token = format!("\\(?(?:{word}{grounded})\\)?");
-        let first = format!("(?:{first_word}{grounded})");
+        let first = if shape.openings.is_empty() {
+            format!("(?:{first_word}{grounded})")
+        } else {
+            let mut openings: Vec<String> = shape.openings.iter().map(|w| escape(&capitalised(w))).collect();
+            openings.sort_by_key(|s| std::cmp::Reverse(s.len()));
+            format!("(?:{})", openings.join("|"))
+        };
         let sep = "(?:[,;:]? |/|-)";
         let (w0, w1) = (shape.words.start().max(&1) - 1, shape.words.end().max(&1) - 1);
         let sentence = format!("{first}(?:{sep}{token}){{{w0},{w1}}}[.]");
@@ -343,6 +379,39 @@ fn tokens(text: &str) -> Vec<MeaningToken> {
     out
 }
 
+/// Words between "of" and the noun it governs ("of the SMs", "of its peak").
+const DETERMINERS: &[&str] = &["the", "these", "those", "its", "their", "all", "a", "an", "this", "each", "every"];
+
+/// The stems of the first three words (determiners skipped) of `phrase`, up to its first punctuation:
+/// "the profiled time, ..." → ["profiled", "time"].
+fn head_stems(phrase: &str) -> Vec<String> {
+    let phrase = phrase.split([',', ';', ':', '(', ')', '.', '!', '?']).next().unwrap_or("");
+    phrase
+        .split(|c: char| !(c.is_alphanumeric() || c == '/'))
+        .filter(|w| !w.is_empty() && !DETERMINERS.contains(w))
+        .take(3)
+        .map(stem)
+        .collect()
+}
+
+/// What `number` is said to be a share of in `clause` ("7.19% of these SMs" → ["sm", "are"]).
+fn share_of(clause: &str, number: &str) -> Option<Vec<String>> {
+    let at = clause.find(number)?;
+    let rest = clause[at + number.len()..].trim_start().to_lowercase();
+    let heads = head_stems(rest.strip_prefix("of ")?);
+    (!heads.is_empty()).then_some(heads)
+}
+
+/// What a facts line calls something a share "of" (see [`share_of`]).
+fn of_words(line: &str) -> Vec<String> {
+    let lower = line.to_lowercase();
+    lower
+        .match_indices("of ")
+        .filter(|(i, _)| *i == 0 || !lower.as_bytes()[i - 1].is_ascii_alphanumeric())
+        .flat_map(|(i, _)| head_stems(&lower[i + 3..]))
+        .collect()
+}
+
 /// Whether `rest` (a suffix of `text`) starts where a number may start: not inside a word.
 fn starts_number(text: &str, rest: &str) -> bool {
     let before = &text[..text.len() - rest.len()];
@@ -434,11 +503,27 @@ fn number_meanings(rendered_facts: &str) -> Vec<NumberMeaning> {
                 let item_words = if item_words.is_empty() { label_words.clone() } else { item_words };
                 let number = item_tokens[at].number.clone().unwrap_or_default();
                 let source = format!("{}: {}", first.trim(), item.trim());
-                out.push(NumberMeaning { number, item_words, label_words: label_words.clone(), source, line: line_index });
+                out.push(NumberMeaning {
+                    number,
+                    item_words,
+                    label_words: label_words.clone(),
+                    source,
+                    line: line_index,
+                    of_words: of_words(line),
+                });
             }
         }
     }
     out
+}
+
+/// `word` with its first letter a capital.
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// `s` as a regular-expression literal.
@@ -505,6 +590,8 @@ Source line moe.cu:42: 12.5% of samples
             "Memory bandwidth is at 64.5% of peak while compute sits at 8.99%.",
             "Use a block size that is a multiple of 32 threads.",
             "Increase the block size to 32 threads.",
+            "The SM runs at 8.99% of the SM's peak.",
+            "Each launch takes 45.2% of the total time.",
         ];
         for text in accepted {
             assert_eq!(g.misattributed(text), Vec::<String>::new(), "{text}");
@@ -518,6 +605,9 @@ Source line moe.cu:42: 12.5% of samples
             "Theoretical occupancy is 14.5%.",
             "The grid has 384 blocks.",
             "The kernel is at 8.99% of its peak.",
+            // A throughput written as a share of the SMs, a stall share as a share of the time.
+            "Only 8.99% of the SMs are in use.",
+            "Long scoreboard stalls take 63.9% of the time.",
         ] {
             assert!(!g.misattributed(wrong).is_empty(), "{wrong} should be refused");
         }

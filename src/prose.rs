@@ -61,6 +61,15 @@ impl Field {
             Field::Suggestion(i) => format!("suggestion {}", i + 1),
         }
     }
+
+    /// The kind of field, without its position: "claim", "explanation" or "suggestion".
+    pub fn kind(self) -> &'static str {
+        match self {
+            Field::Claim => "claim",
+            Field::Explanation => "explanation",
+            Field::Suggestion(_) => "suggestion",
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -246,7 +255,20 @@ impl Gate {
     /// Every reason `text` (one sentence of a finding of `category`) fails the gate; empty when it passes.
     /// `others` are the sentences it may not repeat (the claim, the other sentences of its kernel).
     pub fn check_sentence(&self, ctx: &Context, category: Category, text: &str, others: &[&str]) -> Vec<String> {
-        let mut reasons = self.check_words(text, |t| self.token_ok(ctx, t));
+        self.check_sentence_with(ctx, category, text, others, &[])
+    }
+
+    /// [`Gate::check_sentence`] that also admits `fact_words`: the words of the facts block the
+    /// model was shown, lower case ("min/max" where keet's facts name the ALU pipe's work).
+    pub fn check_sentence_with(
+        &self,
+        ctx: &Context,
+        category: Category,
+        text: &str,
+        others: &[&str],
+        fact_words: &[String],
+    ) -> Vec<String> {
+        let mut reasons = self.check_words(text, |t| self.token_ok(ctx, t) || fact_words.iter().any(|w| w.eq_ignore_ascii_case(t)));
         if !self.on_topic(&self.topic_words(ctx, category), text) {
             let table = self.topics.get(&category).map(|t| t.iter().take(6).cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
             reasons.push(format!("it is not about {} (use words like: {table})", category.as_str()));
@@ -335,10 +357,30 @@ impl Gate {
         reasons
     }
 
+    /// The verbs a suggestion may open with, lower case, sorted.
+    pub fn suggestion_verbs(&self) -> Vec<String> {
+        let mut verbs: Vec<String> = self.suggestion_verbs.iter().cloned().collect();
+        verbs.sort();
+        verbs
+    }
+
     /// [`Gate::check_sentence`] plus what the field itself asks: a suggestion says what to do, so it
     /// starts with an imperative verb.
     pub fn check_field(&self, ctx: &Context, category: Category, field: Field, text: &str, others: &[&str]) -> Vec<String> {
-        let mut r = self.check_sentence(ctx, category, text, others);
+        self.check_field_with(ctx, category, field, text, others, &[])
+    }
+
+    /// [`Gate::check_field`] that also admits `fact_words` (see [`Gate::check_sentence_with`]).
+    pub fn check_field_with(
+        &self,
+        ctx: &Context,
+        category: Category,
+        field: Field,
+        text: &str,
+        others: &[&str],
+        fact_words: &[String],
+    ) -> Vec<String> {
+        let mut r = self.check_sentence_with(ctx, category, text, others, fact_words);
         if let Field::Suggestion(_) = field {
             let first = plain_words(text).into_iter().next().unwrap_or_default();
             if !self.suggestion_verbs.contains(&first) {
@@ -420,6 +462,13 @@ fn contains_phrase(words: &[String], phrase: &[String]) -> bool {
 }
 
 /// Content words of a sentence (three letters or more), for repetition.
+/// Whether `text` copies one of `sources` nearly word for word (70% of their content words shared,
+/// the threshold of a repeated sentence).
+pub fn copies_any(text: &str, sources: &[&str]) -> bool {
+    let own = content_set(text);
+    !own.is_empty() && sources.iter().any(|s| jaccard(&own, &content_set(s)) >= 0.7)
+}
+
 fn content_set(s: &str) -> HashSet<String> {
     plain_words(s)
         .into_iter()

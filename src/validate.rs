@@ -53,6 +53,30 @@ fn comparisons() -> &'static [Comparison] {
     TABLE.get_or_init(|| toml::from_str::<ComparisonTable>(COMPARISONS).expect("expert/comparisons.toml parses").comparison)
 }
 
+/// The checks of a finding as a whole (see [`validate_structure`]).
+fn check_structure(ctx: &Context, f: &Finding, reasons: &mut Vec<String>) {
+    if f.evidence.is_empty() {
+        reasons.push("the finding cites no evidence".to_string());
+    }
+    for c in &f.evidence {
+        if let Some(r) = check_citation(ctx, c) {
+            reasons.push(r);
+        }
+    }
+    if let Some(r) = check_category(ctx, f.category) {
+        reasons.push(r);
+    } else {
+        let relevant = ctx.category_metrics(f.category);
+        if !relevant.is_empty() && !f.evidence.iter().any(|c| relevant.contains(&c.metric)) {
+            reasons.push(format!(
+                "none of the cited metrics supports {} (expected one of: {})",
+                f.category.as_str(),
+                relevant.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+}
+
 /// Words that make the phrase after them no claim ("no bank conflicts").
 const NEGATIONS: &[&str] = &["no", "not", "without", "little", "few", "never", "nor"];
 
@@ -406,17 +430,21 @@ pub fn category_words(c: Category) -> &'static [&'static str] {
     }
 }
 
-fn check_claim_topic(f: &Finding, reasons: &mut Vec<String>) {
-    let lower = f.claim.to_lowercase();
-    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
-    let want = category_words(f.category);
-    if !words.iter().any(|w| want.iter().any(|k| w.starts_with(k))) {
-        reasons.push(format!("the claim does not say anything about {} (expected a word like: {})", f.category.as_str(), want.join(", ")));
+fn claim_topic_errors(category: Category, claim: &str, reasons: &mut Vec<String>) {
+    if claim.trim().is_empty() {
+        reasons.push("the claim is empty".into());
+        return;
     }
-    if f.claim.split_whitespace().count() < 3 {
+    let lower = claim.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let want = category_words(category);
+    if !words.iter().any(|w| want.iter().any(|k| w.starts_with(k))) {
+        reasons.push(format!("the claim does not say anything about {} (expected a word like: {})", category.as_str(), want.join(", ")));
+    }
+    if claim.split_whitespace().count() < 3 {
         reasons.push("the claim is not a sentence (fewer than three words)".to_string());
     }
-    if lower.contains("http") || lower.contains("www.") || f.claim.contains('_') {
+    if lower.contains("http") || lower.contains("www.") || claim.contains('_') {
         reasons.push("the claim holds a link or an identifier instead of a sentence".to_string());
     }
 }
@@ -428,18 +456,59 @@ pub fn validate_grounded(ctx: &Context, f: &Finding, grounding: &crate::groundin
     for (field, text) in
         [("claim", &f.claim), ("explanation", &f.explanation)].into_iter().chain(f.suggestions.iter().map(|s| ("suggestion", s)))
     {
-        for n in grounding.ungrounded(text) {
-            reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
-        }
-        for wrong in grounding.misattributed(text) {
-            reasons.push(format!("in the {field}, {wrong}"));
-        }
+        reasons.extend(grounding_errors(grounding, field, text));
     }
     if reasons.is_empty() {
         Ok(())
     } else {
         Err(reasons)
     }
+}
+
+/// What a finding must hold as a whole, whatever its sentences say: its citations exist and match
+/// the raw values, its category agrees with the facts and the rule layer, and one citation is a
+/// metric the category rests on. A finding that fails here is dropped; one that passes has each
+/// sentence judged on its own ([`sentence_errors`]), so one wrong sentence costs that sentence only.
+pub fn validate_structure(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    check_structure(ctx, f, &mut reasons);
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons)
+    }
+}
+
+/// The validator's checks of one sentence of a grounded finding (`field`: "claim", "explanation"
+/// or "suggestion"): numbers only from the rendered facts and next to what they measure, no words
+/// that contradict the regime or the occupancy limiter, no comparison the facts contradict, and for
+/// the claim a sentence about its category.
+pub fn sentence_errors(ctx: &Context, grounding: &crate::grounding::Grounding, category: Category, field: &str, text: &str) -> Vec<String> {
+    // The regime first: a sentence that contradicts it is wrong whatever its numbers are.
+    let mut reasons = contradicting_words(ctx, text);
+    for r in comparison_errors(ctx, text) {
+        if !reasons.contains(&r) {
+            reasons.push(r);
+        }
+    }
+    reasons.extend(grounding_errors(grounding, field, text));
+    if field == "claim" {
+        claim_topic_errors(category, text, &mut reasons);
+    }
+    reasons
+}
+
+/// Numbers in one sentence that are not the launch's rendered values, or sit next to a quantity
+/// they do not measure.
+fn grounding_errors(grounding: &crate::grounding::Grounding, field: &str, text: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for n in grounding.ungrounded(text) {
+        reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
+    }
+    for wrong in grounding.misattributed(text) {
+        reasons.push(format!("in the {field}, {wrong}"));
+    }
+    reasons
 }
 
 /// Validates one finding; `Err` holds every reason it fails.
@@ -451,26 +520,7 @@ pub fn validate(ctx: &Context, f: &Finding) -> Result<(), Vec<String>> {
 /// (the grounded check replaces it with the rendered values).
 fn validate_with(ctx: &Context, f: &Finding, known_numbers: bool) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
-    if f.evidence.is_empty() {
-        reasons.push("the finding cites no evidence".to_string());
-    }
-    for c in &f.evidence {
-        if let Some(r) = check_citation(ctx, c) {
-            reasons.push(r);
-        }
-    }
-    if let Some(r) = check_category(ctx, f.category) {
-        reasons.push(r);
-    } else {
-        let relevant = ctx.category_metrics(f.category);
-        if !relevant.is_empty() && !f.evidence.iter().any(|c| relevant.contains(&c.metric)) {
-            reasons.push(format!(
-                "none of the cited metrics supports {} (expected one of: {})",
-                f.category.as_str(),
-                relevant.iter().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
-    }
+    check_structure(ctx, f, &mut reasons);
     if known_numbers {
         let known = ctx.known_numbers();
         check_text_numbers(ctx, "claim", &f.claim, &known, &mut reasons);
@@ -487,10 +537,7 @@ fn validate_with(ctx: &Context, f: &Finding, known_numbers: bool) -> Result<(), 
             }
         }
     }
-    check_claim_topic(f, &mut reasons);
-    if f.claim.trim().is_empty() {
-        reasons.push("the claim is empty".into());
-    }
+    claim_topic_errors(f.category, &f.claim, &mut reasons);
     if reasons.is_empty() {
         Ok(())
     } else {
@@ -746,6 +793,35 @@ pub(crate) mod tests {
             f.explanation = "The SM is at 88.1% of peak.".into();
             let r = validate_grounded(ctx, &f, &g).unwrap_err();
             assert!(r.iter().any(|x| x.contains("88.1% is not what the sentence says")), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn a_wrong_sentence_costs_that_sentence_not_the_finding() {
+        with_ctx(|ctx| {
+            let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
+            let mut f = finding(
+                Category::MemoryBound,
+                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
+                "DRAM is at 88.1% of peak, so memory traffic sets the time.",
+            );
+            f.explanation = "The SM is at 88.1% of peak. The kernel is compute bound.".into();
+            // The finding as a whole (citations, category) stands; its explanation does not.
+            assert_eq!(validate_structure(ctx, &f), Ok(()));
+            assert!(validate_grounded(ctx, &f, &g).is_err());
+            let r = sentence_errors(ctx, &g, f.category, "explanation", &f.explanation);
+            // The regime first: the sentence contradicts the facts whatever its numbers say.
+            assert!(r[0].contains("compute bound") && r[0].contains("memory"), "{r:?}");
+            assert!(r.iter().any(|x| x.contains("88.1% is not what the sentence says")), "{r:?}");
+            // A wrong comparison is refused in any field; the claim must be about its category.
+            let r = sentence_errors(ctx, &g, f.category, "suggestion", "Use more loads, since DRAM is idle here.");
+            assert!(r.iter().any(|x| x.contains("dram is idle")), "{r:?}");
+            let r = sentence_errors(ctx, &g, f.category, "claim", "The SMs are at 12.5% of peak.");
+            assert!(r.iter().any(|x| x.contains("does not say anything about memory-bound")), "{r:?}");
+            assert!(sentence_errors(ctx, &g, f.category, "claim", &f.claim).is_empty());
+            // A wrong citation drops the finding.
+            f.evidence[0].value = 50.0;
+            assert!(validate_structure(ctx, &f).is_err());
         });
     }
 }

@@ -157,7 +157,8 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         println!("kernels with model text:    {with_text} of {kernels}");
         let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
         let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
-        println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose", samples.len());
+        println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose or copied", samples.len());
+        println!("share shown in the model's own words: {:.1}%", pct(samples.len()));
         // Five samples spread over the run.
         let step = (samples.len() / 5).max(1);
         for (c, s) in samples.iter().step_by(step).take(5) {

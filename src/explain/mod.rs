@@ -589,7 +589,7 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json =
         serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v6", mode)).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v7", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -668,6 +668,16 @@ fn opening(text: &str, max: usize) -> String {
     out.join(" ")
 }
 
+/// The longest run of whole sentences from the start of `paragraph` that passes `passes`, and the
+/// sentences after it; `None` when the first sentence already fails or nothing is cut.
+fn passing_prefix(paragraph: &str, passes: impl Fn(&str) -> bool) -> Option<(String, String)> {
+    let parts: Vec<&str> = paragraph.split_inclusive(". ").map(str::trim).filter(|p| !p.is_empty()).collect();
+    (1..parts.len()).rev().find_map(|n| {
+        let kept = parts[..n].join(" ");
+        passes(&kept).then(|| (kept, parts[n..].join(" ")))
+    })
+}
+
 /// The sentences of an expert text (split after ". " and "; "), each ending with a period.
 fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -712,6 +722,12 @@ fn text_schema(
         return Ok(schema::grounded_text(field, grounding));
     };
     Ok(match (mode, field) {
+        // A suggestion opens with what to do: the grammar offers only the gate's verbs.
+        (ProseMode::Free, Suggestion) => {
+            let mut shape = schema::grounded_shape(Suggestion);
+            shape.openings = crate::prose::gate().suggestion_verbs();
+            schema::grounded_text_shaped(&shape, grounding)
+        }
         (ProseMode::Free, f) => schema::grounded_text(f, grounding),
         (_, Claim) => schema::opening_text(&opening(&r.claim, 3), 3, 12),
         (ProseMode::Guided, Explanation) => schema::opening_text(&opening(&r.explanation, 3), 4, 18),
@@ -785,6 +801,11 @@ fn explain_with_model(
     gen.max_tokens = schema::token_budget(&schema);
     let system = prompt::system(opts.prose.as_str())?;
     let user = prompt::kernel(&ctx, &kernel_facts, opts.max_findings)?;
+    // KEET_TRACE=1: the prompt and every answer on stderr, for whoever tunes prompts and checks.
+    let trace = std::env::var_os("KEET_TRACE").is_some();
+    if trace {
+        eprintln!("--- prompt for {}\n{user}", launch.name);
+    }
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
     let mut dropped: Vec<DroppedFinding> = Vec::new();
     let mut counts = ProseCounts::default();
@@ -798,6 +819,9 @@ fn explain_with_model(
         question,
         |out: &mut ModelOutput| {
             refused_beside.clear();
+            if trace {
+                eprintln!("--- answer\n{}", serde_json::to_string_pretty(&out.findings).unwrap_or_default());
+            }
             let mut kept: Vec<Finding> = Vec::new();
             let mut reasons_all: Vec<String> = Vec::new();
             for mut f in std::mem::take(&mut out.findings) {
@@ -807,7 +831,9 @@ fn explain_with_model(
                 if kept.iter().any(|k| k.category == f.category) {
                     continue;
                 }
-                match validate::validate_grounded(&ctx, &f, grounding) {
+                // Only what the finding holds as a whole decides here; each sentence is judged on
+                // its own below, so one wrong sentence costs that sentence, not the finding.
+                match validate::validate_structure(&ctx, &f) {
                     Ok(()) => kept.push(f),
                     Err(reasons) => {
                         reasons_all.extend(reasons.iter().map(|r| format!("{}: {r}", f.category.as_str())));
@@ -864,7 +890,48 @@ fn explain_with_model(
     };
     for (mut f, mut origin) in accepted {
         let Some(expert) = expert_for(la, f.category) else { continue };
-        let fails = gate.check_finding(&ctx, &f, &earlier);
+        // The gate's checks of sense and the validator's checks of each sentence's numbers,
+        // comparisons and regime words, one list of reasons per field.
+        let sentence_check = |f: &Finding, field: Field, text: &str, others: &[&str]| {
+            let mut reasons = validate::sentence_errors(&ctx, grounding, f.category, field.kind(), text);
+            for r in gate.check_field_with(&ctx, f.category, field, text, others, &grounding.fact_words) {
+                if !reasons.contains(&r) {
+                    reasons.push(r);
+                }
+            }
+            reasons
+        };
+        let fails: Vec<(Field, Vec<String>)> = {
+            let mut seen: Vec<String> = earlier.clone();
+            let mut out = Vec::new();
+            for field in std::iter::once(Field::Claim)
+                .chain(std::iter::once(Field::Explanation))
+                .chain((0..f.suggestions.len()).map(Field::Suggestion))
+            {
+                let mut text = field_text(&f, field).unwrap_or_default().to_string();
+                let others: Vec<&str> = seen.iter().map(String::as_str).collect();
+                let mut reasons = sentence_check(&f, field, &text, &others);
+                // A paragraph whose first sentences pass keeps them: the sentences from the first
+                // failing one on are cut (and listed with their reasons), not re-asked.
+                if field == Field::Explanation && !reasons.is_empty() {
+                    if let Some((kept, cut)) = passing_prefix(&text, |t| sentence_check(&f, field, t, &others).is_empty()) {
+                        replaced.push(ReplacedSentence {
+                            category: f.category,
+                            field: "explanation (sentences cut)".into(),
+                            texts: vec![cut],
+                            reasons: std::mem::take(&mut reasons),
+                        });
+                        text = kept;
+                        set_field(&mut f, field, text.clone());
+                    }
+                }
+                if !reasons.is_empty() {
+                    out.push((field, reasons));
+                }
+                seen.push(text);
+            }
+            out
+        };
         let mut writers: Vec<(Field, Writer)> = std::iter::once(Field::Claim)
             .chain(std::iter::once(Field::Explanation))
             .chain((0..f.suggestions.len()).map(Field::Suggestion))
@@ -881,17 +948,13 @@ fn explain_with_model(
             // Greedy decoding would give the same words again: the re-ask samples (seeded, so runs repeat).
             let regen = GenerateOptions { temperature: 0.7, top_p: 0.9, seed: 11, ..gen.clone() };
             let g = engine.generate(&messages, &regen, Some(&schema))?;
+            if trace {
+                eprintln!("--- re-asked sentences: {fail_list:?}\n--- answer\n{}", g.text);
+            }
             let again: Option<Finding> = serde_json::from_str::<ModelOutput>(&g.text)
                 .ok()
-                .and_then(|o| o.findings.into_iter().find(|n| n.category == f.category))
-                // The numbers and words of the new text must pass the validator too.
-                .filter(|n| {
-                    let mut probe = f.clone();
-                    probe.claim = n.claim.clone();
-                    probe.explanation = n.explanation.clone();
-                    probe.suggestions = n.suggestions.clone();
-                    validate::validate_grounded(&ctx, &probe, grounding).is_ok()
-                });
+                // Each new sentence is checked on its own below (validator and gate).
+                .and_then(|o| o.findings.into_iter().find(|n| n.category == f.category));
             for (field, reasons) in &fails {
                 let old = field_text(&f, *field).unwrap_or_default().to_string();
                 let new = again.as_ref().and_then(|a| match field {
@@ -911,7 +974,7 @@ fn explain_with_model(
                     )
                     .collect();
                 let others_ref: Vec<&str> = others.iter().map(String::as_str).collect();
-                let new_reasons = new.as_ref().map(|n| gate.check_field(&ctx, f.category, *field, n, &others_ref));
+                let new_reasons = new.as_ref().map(|n| sentence_check(&f, *field, n, &others_ref));
                 match (new, new_reasons) {
                     (Some(n), Some(r)) if r.is_empty() => set_field(&mut f, *field, n),
                     (n, r) => {
@@ -935,6 +998,21 @@ fn explain_with_model(
                             w.1 = Writer::Expert;
                         }
                     }
+                }
+            }
+        }
+        // A sentence that copies the expert text the prompt showed (the verdict, the fix) is the
+        // expert's words chosen by the model, not the model's own: marked and counted as such.
+        {
+            let expert_texts: Vec<String> = la
+                .findings
+                .iter()
+                .flat_map(|r| [r.claim.clone(), r.suggestion.clone()].into_iter().chain(sentences(&r.explanation)))
+                .collect();
+            let expert_refs: Vec<&str> = expert_texts.iter().map(String::as_str).collect();
+            for (field, writer) in writers.iter_mut() {
+                if *writer == Writer::Model && field_text(&f, *field).is_some_and(|t| crate::prose::copies_any(t, &expert_refs)) {
+                    *writer = Writer::ModelChosen;
                 }
             }
         }
@@ -984,7 +1062,10 @@ fn explain_with_model(
                 continue;
             }
             stats.shown_ungrounded += usize::from(!grounding.ungrounded(text).is_empty());
-            stats.shown_gate_flagged += usize::from(!gate.check_field(&ctx, f.category, field, text, &[]).is_empty());
+            stats.shown_gate_flagged += usize::from(
+                !gate.check_field_with(&ctx, f.category, field, text, &[], &grounding.fact_words).is_empty()
+                    || !validate::sentence_errors(&ctx, grounding, f.category, field.kind(), text).is_empty(),
+            );
         }
     }
     stats.prose.add(&counts);
@@ -1066,5 +1147,21 @@ mod tests {
         );
         // A decimal point is not a sentence end.
         assert_eq!(sentences("Warps use 12.5 of 32 lanes on average.").len(), 1);
+    }
+
+    #[test]
+    fn a_paragraph_keeps_its_passing_first_sentences() {
+        let paragraph = "The DRAM is the bottleneck, at 64.5% of peak. The SM adds to the time at 8.99%. So it is slow.";
+        let no_sm = |t: &str| !t.contains("8.99%");
+        assert_eq!(
+            passing_prefix(paragraph, no_sm),
+            Some((
+                "The DRAM is the bottleneck, at 64.5% of peak.".to_string(),
+                "The SM adds to the time at 8.99%. So it is slow.".to_string()
+            ))
+        );
+        // The first sentence fails: nothing to keep; one sentence: nothing to cut.
+        assert_eq!(passing_prefix("The SM adds 8.99%. The DRAM is busy.", no_sm), None);
+        assert_eq!(passing_prefix("The DRAM is the bottleneck.", |_| true), None);
     }
 }

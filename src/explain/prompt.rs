@@ -237,6 +237,11 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
                 serde_json::to_value(r.severity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
                 r.claim
             );
+            // What an expert would change, for this kernel's owner (a library kernel's fix is its
+            // call's shapes, dtype or configuration): the model's suggestions make it concrete.
+            if !r.suggestion.is_empty() {
+                let _ = writeln!(out, "   What to change: {}", r.suggestion);
+            }
         }
     }
     for m in &la.diagnosis.missing {

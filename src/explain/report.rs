@@ -47,7 +47,8 @@ pub enum Origin {
 pub enum Writer {
     /// The model wrote it, and it passed the validator and the prose gate.
     Model,
-    /// The model chose it from expert-written sentences the facts support (`--prose choose`).
+    /// The model chose it from expert-written sentences the facts support (`--prose choose`), or
+    /// copied an expert sentence its prompt showed nearly word for word (`--prose free`).
     ModelChosen,
     /// The expert text of the rule layer (`expert/findings.toml`).
     Expert,

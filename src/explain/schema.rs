@@ -102,16 +102,23 @@ pub fn free_text(field: TextField) -> Value {
 pub fn grounded_shape(field: TextField) -> crate::grounding::TextShape {
     use crate::grounding::TextShape;
     match field {
-        TextField::Claim => TextShape { sentences: 1..=1, words: 4..=CLAIM_MAX_WORDS + 8 },
-        TextField::Explanation => TextShape { sentences: 1..=EXPLANATION_MAX_SENTENCES, words: 4..=EXPLANATION_MAX_WORDS },
-        TextField::Suggestion => TextShape { sentences: 1..=1, words: 3..=SUGGESTION_MAX_WORDS + 12 },
+        TextField::Claim => TextShape { sentences: 1..=1, words: 4..=CLAIM_MAX_WORDS + 8, openings: vec![] },
+        TextField::Explanation => {
+            TextShape { sentences: 1..=EXPLANATION_MAX_SENTENCES, words: 4..=EXPLANATION_MAX_WORDS, openings: vec![] }
+        }
+        TextField::Suggestion => TextShape { sentences: 1..=1, words: 3..=SUGGESTION_MAX_WORDS + 12, openings: vec![] },
     }
 }
 
 /// A free-text field under the grounded grammar: numbers only from `grounding`, terms from the
 /// glossary and the kernel's identifiers, ordinary words free.
 pub fn grounded_text(field: TextField, grounding: &crate::grounding::Grounding) -> Value {
-    json!({ "type": "string", "pattern": grounding.text_pattern(&grounded_shape(field)) })
+    grounded_text_shaped(&grounded_shape(field), grounding)
+}
+
+/// [`grounded_text`] of a given shape (a suggestion that must open with a verb of the gate's list).
+pub fn grounded_text_shaped(shape: &crate::grounding::TextShape, grounding: &crate::grounding::Grounding) -> Value {
+    json!({ "type": "string", "pattern": grounding.text_pattern(shape) })
 }
 
 /// A sentence that starts with `opening` (plain words, already capitalised) and goes on for

@@ -204,7 +204,7 @@ fn wrong_regimes(facts: &SummaryFacts, sentence: &str) -> Vec<String> {
 
 /// The JSON Schema of the answer: one grounded text field.
 fn schema(grounding: &Grounding) -> serde_json::Value {
-    let shape = crate::grounding::TextShape { sentences: SUMMARY_SENTENCES, words: SUMMARY_WORDS };
+    let shape = crate::grounding::TextShape { sentences: SUMMARY_SENTENCES, words: SUMMARY_WORDS, openings: vec![] };
     json!({
         "type": "object",
         "properties": { "summary": { "type": "string", "pattern": grounding.text_pattern(&shape) } },
