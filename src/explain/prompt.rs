@@ -240,7 +240,7 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
             // What an expert would change, for this kernel's owner (a library kernel's fix is its
             // call's shapes, dtype or configuration): the model's suggestions make it concrete.
             if !r.suggestion.is_empty() {
-                let _ = writeln!(out, "   What to change: {}", r.suggestion);
+                let _ = writeln!(out, "   What to change: {}", action_first(&r.suggestion));
             }
         }
     }
@@ -292,4 +292,41 @@ pub fn kernel(ctx: &Context, facts: &KernelFacts, max_findings: usize) -> Result
 /// The re-ask message after a finding failed validation.
 pub fn repair(reasons: &[String]) -> Result<String, minijinja::Error> {
     env().render_str(REPAIR, json!({ "reasons": reasons }))
+}
+
+/// An expert fix with the action first: "A GEMM that streams its weights is memory-bound at small
+/// batch (decode): batch more tokens per call, ..." becomes "Batch more tokens per call, ... (A GEMM
+/// that streams ...)", so a model that must open a suggestion with a verb starts from the action
+/// instead of bending the reason into one ("Change the GEMM to stream its weights").
+fn action_first(fix: &str) -> String {
+    let verbs = crate::prose::gate().suggestion_verbs();
+    let opens_with_verb = |t: &str| t.split_whitespace().next().is_some_and(|w| verbs.contains(&w.to_lowercase()));
+    if opens_with_verb(fix) {
+        return fix.to_string();
+    }
+    match fix.split_once(": ") {
+        Some((why, action)) if opens_with_verb(action) => {
+            let mut chars = action.chars();
+            let action: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
+            format!("{} ({why}).", action.trim_end_matches('.'))
+        }
+        _ => fix.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expert_fixes_show_the_action_first() {
+        assert_eq!(
+            action_first(
+                "A GEMM that streams its weights is memory-bound at small batch (decode): batch more tokens per call, or fuse the GEMM."
+            ),
+            "Batch more tokens per call, or fuse the GEMM (A GEMM that streams its weights is memory-bound at small batch (decode))."
+        );
+        assert_eq!(action_first("Move fewer bytes: reuse data."), "Move fewer bytes: reuse data.");
+        assert_eq!(action_first("The library picked 96 blocks."), "The library picked 96 blocks.");
+    }
 }
