@@ -775,15 +775,22 @@ pub(crate) mod tests {
         });
     }
 
+    /// The test launch's grounding (a rendered throughput line) and a memory-bound finding that
+    /// passes every check.
+    fn grounded_memory_finding() -> (crate::grounding::Grounding, Finding) {
+        let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
+        let f = finding(
+            Category::MemoryBound,
+            vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
+            "DRAM is at 88.1% of peak, so memory traffic sets the time.",
+        );
+        (g, f)
+    }
+
     #[test]
     fn grounded_validation_refuses_numbers_not_rendered() {
         with_ctx(|ctx| {
-            let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
-            let mut f = finding(
-                Category::MemoryBound,
-                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
-                "DRAM is at 88.1% of peak, so memory traffic sets the time.",
-            );
+            let (g, mut f) = grounded_memory_finding();
             f.explanation = "The DRAM has 11.9% headroom left, so a fix that keeps its traffic saves little.".into();
             assert_eq!(validate_grounded(ctx, &f, &g), Ok(()));
             f.explanation = "The DRAM has 12% headroom left, so a fix that keeps its traffic saves little.".into();
@@ -799,12 +806,7 @@ pub(crate) mod tests {
     #[test]
     fn a_wrong_sentence_costs_that_sentence_not_the_finding() {
         with_ctx(|ctx| {
-            let g = crate::grounding::Grounding::new("Throughput (% of peak): SM 12.5%, DRAM 88.1%, headroom 11.9%", "k");
-            let mut f = finding(
-                Category::MemoryBound,
-                vec![("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 88.1, "%")],
-                "DRAM is at 88.1% of peak, so memory traffic sets the time.",
-            );
+            let (g, mut f) = grounded_memory_finding();
             f.explanation = "The SM is at 88.1% of peak. The kernel is compute bound.".into();
             // The finding as a whole (citations, category) stands; its explanation does not.
             assert_eq!(validate_structure(ctx, &f), Ok(()));
