@@ -18,7 +18,6 @@
 //! [`Gate::check_sentence`] returns every reason a sentence fails; the explain stage re-asks once
 //! with those reasons and otherwise shows the expert text instead.
 
-use crate::explain::report::Finding;
 use crate::facts::BoundKind;
 use crate::rules::Category;
 use crate::validate::Context;
@@ -78,6 +77,13 @@ struct Contradiction {
     regimes: Vec<String>,
 }
 
+/// Phrases that give a wrong picture of how a kernel runs, whatever its facts, and why.
+#[derive(Deserialize)]
+struct WrongPicture {
+    phrases: Vec<String>,
+    why: String,
+}
+
 #[derive(Deserialize)]
 struct Config {
     generic: Vec<String>,
@@ -85,6 +91,8 @@ struct Config {
     number_words: Vec<String>,
     no_final_words: Vec<String>,
     contradiction: Vec<Contradiction>,
+    #[serde(default)]
+    wrong_picture: Vec<WrongPicture>,
     topics: BTreeMap<String, Vec<String>>,
     suggestion_verbs: Vec<String>,
     not_actionable_for_others: Vec<String>,
@@ -100,6 +108,8 @@ pub struct Gate {
     number_words: HashSet<String>,
     no_final_words: HashSet<String>,
     contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
+    /// Phrases false of every kernel (the phrase's words, why it is false).
+    wrong_pictures: Vec<(Vec<String>, String)>,
     topics: BTreeMap<Category, Vec<String>>,
     suggestion_verbs: HashSet<String>,
     /// Suggestion phrases refused for library, generated and framework kernels.
@@ -154,6 +164,11 @@ impl Gate {
             no_final_words: cfg.no_final_words.into_iter().collect(),
             self_reference: cfg.self_reference.iter().map(|p| words_of(p)).collect(),
             contradictions,
+            wrong_pictures: cfg
+                .wrong_picture
+                .into_iter()
+                .flat_map(|w| w.phrases.into_iter().map(move |p| (words_of(&p), w.why.clone())))
+                .collect(),
             topics,
             suggestion_verbs: cfg.suggestion_verbs.into_iter().collect(),
             not_actionable_for_others: cfg.not_actionable_for_others.iter().map(|p| words_of(p)).collect(),
@@ -282,6 +297,12 @@ impl Gate {
             }
         }
         reasons.extend(crate::validate::contradicting_words(ctx, text));
+        let words = words_of(&text.replace('-', " "));
+        for (phrase, why) in &self.wrong_pictures {
+            if contains_phrase(&words, phrase) {
+                reasons.push(format!("it says \"{}\": {why}", phrase.join(" ")));
+            }
+        }
         if let Some(b) = ctx.facts.bound.as_ref().map(|b| b.kind) {
             for (phrase, regimes) in &self.contradictions {
                 if regimes.contains(&b) && contains_phrase(&words_of(&text.replace('-', " ")), phrase) {
@@ -406,27 +427,6 @@ impl Gate {
             }
         }
         r
-    }
-
-    /// The failing sentences of a model finding, each with its reasons. `earlier` are sentences
-    /// already shown for this kernel (it may not repeat them).
-    pub fn check_finding(&self, ctx: &Context, f: &Finding, earlier: &[String]) -> Vec<(Field, Vec<String>)> {
-        let mut out = Vec::new();
-        let mut seen: Vec<String> = earlier.to_vec();
-        let mut check = |field: Field, text: &str, seen: &mut Vec<String>| {
-            let others: Vec<&str> = seen.iter().map(String::as_str).collect();
-            let r = self.check_field(ctx, f.category, field, text, &others);
-            if !r.is_empty() {
-                out.push((field, r));
-            }
-            seen.push(text.to_string());
-        };
-        check(Field::Claim, &f.claim, &mut seen);
-        check(Field::Explanation, &f.explanation, &mut seen);
-        for (i, s) in f.suggestions.iter().enumerate() {
-            check(Field::Suggestion(i), s, &mut seen);
-        }
-        out
     }
 }
 
@@ -574,18 +574,11 @@ mod tests {
     #[test]
     fn suggestions_must_say_what_to_do() {
         with_ctx(|ctx| {
-            let f = |s: &str| Finding {
-                category: Category::MemoryCoalescing,
-                severity: crate::rules::Severity::High,
-                claim: "Global loads are uncoalesced.".into(),
-                evidence: vec![],
-                explanation: String::new(),
-                suggestions: vec![s.into()],
-            };
-            let bad = gate().check_finding(ctx, &f("A GEMM that is designed to optimize memory access patterns."), &[]);
-            assert!(bad.iter().any(|(fl, r)| *fl == Field::Suggestion(0) && r.iter().any(|x| x.contains("what to do"))), "{bad:?}");
-            let good = gate().check_finding(ctx, &f("Make consecutive threads read consecutive addresses."), &[]);
-            assert!(!good.iter().any(|(fl, _)| *fl == Field::Suggestion(0)), "{good:?}");
+            let check = |s: &str| gate().check_field(ctx, Category::MemoryCoalescing, Field::Suggestion(0), s, &[]);
+            let bad = check("A GEMM that is designed to optimize memory access patterns.");
+            assert!(bad.iter().any(|x| x.contains("what to do")), "{bad:?}");
+            let good = check("Make consecutive threads read consecutive addresses.");
+            assert!(good.is_empty(), "{good:?}");
         });
     }
 
@@ -610,6 +603,9 @@ mod tests {
             assert!(r.iter().any(|r| r.contains("not memory bound")), "{r:?}");
             let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is compute bound, not limited by memory.", &[]);
             assert!(r.iter().any(|r| r.contains("compute bound")), "{r:?}");
+            // A wrong picture of the machine, in any regime: DRAM is the GPU's own memory.
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "Most time goes to moving data between memory and the GPU.", &[]);
+            assert!(r.iter().any(|r| r.contains("GPU's own memory")), "{r:?}");
         });
     }
 }

@@ -763,6 +763,12 @@ pub(crate) mod tests {
             assert!(comparison_errors(ctx, "There are no register spills here.").is_empty());
             let guess = comparison_errors(ctx, "The kernel has high occupancy.");
             assert!(guess.len() == 1 && guess[0].contains("not supported"), "{guess:?}");
+            // A 10.8 ms launch is not dominated by its launch cost; an SM at 12.5% is not busy
+            // processing (both written by the default model of kernels like these).
+            let launch = comparison_errors(ctx, "The time is dominated by the launch overhead.");
+            assert!(launch.len() == 1 && launch[0].contains("Duration"), "{launch:?}");
+            let busy = comparison_errors(ctx, "The SM is at 12.5%, so it spends a lot of time processing data.");
+            assert!(busy.len() == 1 && busy[0].contains("12.5"), "{busy:?}");
             // validate() carries the comparison reasons.
             let mut f = finding(
                 Category::MemoryBound,

@@ -7,6 +7,7 @@
 use super::args::ModelArgs;
 use crate::explain::report::{ExplainReport, Writer};
 use crate::explain::{self, ExplainOptions, ProseMode};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,31 +24,50 @@ pub struct ExplainBenchArgs {
     /// Prose modes to run, each over all profiles (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = vec![ProseMode::default()])]
     pub prose: Vec<ProseMode>,
+    /// Write every shown sentence of the model (mode, profile, kernel, category, field, writer,
+    /// text) to FILE as tab-separated lines, for an expert to read.
+    #[arg(long, value_name = "FILE")]
+    pub sentences: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
 }
 
-/// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
-pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, String)> {
+/// One sentence of a shown model finding: the kernel, the category, the field ("claim",
+/// "explanation", "suggestion N"), who wrote it and the text, in report order.
+pub struct SentenceRow {
+    pub kernel: String,
+    pub category: String,
+    pub field: String,
+    pub writer: Writer,
+    pub text: String,
+}
+
+/// Every sentence of the report's model findings (rule findings carry no text origin).
+pub fn sentence_rows(report: &ExplainReport) -> Vec<SentenceRow> {
     let mut out = Vec::new();
     for k in &report.kernels {
         for f in &k.findings {
             let Some(to) = &f.text_origin else { continue };
-            let c = f.finding.category.as_str().to_string();
-            if to.claim == writer {
-                out.push((c.clone(), f.finding.claim.clone()));
-            }
-            if to.explanation == writer {
-                out.push((c.clone(), f.finding.explanation.clone()));
-            }
-            for (s, w) in f.finding.suggestions.iter().zip(&to.suggestions) {
-                if *w == writer {
-                    out.push((c.clone(), s.clone()));
-                }
+            let row = |field: String, writer: Writer, text: &str| SentenceRow {
+                kernel: k.kernel.name.clone(),
+                category: f.finding.category.as_str().to_string(),
+                field,
+                writer,
+                text: text.to_string(),
+            };
+            out.push(row("claim".into(), to.claim, &f.finding.claim));
+            out.push(row("explanation".into(), to.explanation, &f.finding.explanation));
+            for (n, (s, w)) in f.finding.suggestions.iter().zip(&to.suggestions).enumerate() {
+                out.push(row(format!("suggestion {}", n + 1), *w, s));
             }
         }
     }
     out
+}
+
+/// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
+pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, String)> {
+    sentence_rows(report).into_iter().filter(|r| r.writer == writer).map(|r| (r.category, r.text)).collect()
 }
 
 pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
@@ -69,6 +89,15 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
             .unwrap_or_else(|_| "unknown".into())
     };
     println!("{} profiles; load average at start: {}", profiles.len(), load());
+    // Written as each profile finishes, so a long run can be read while it goes on.
+    let mut sentence_file = match &a.sentences {
+        Some(path) => {
+            let mut file = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            writeln!(file, "mode\tprofile\tkernel\tcategory\tfield\twriter\ttext")?;
+            Some(file)
+        }
+        None => None,
+    };
     for &mode in &a.prose {
         let dir = tempfile::tempdir()?;
         let opts = ExplainOptions {
@@ -117,6 +146,15 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
                 s1.prose.replaced,
                 s1.total_s
             );
+            if let Some(file) = &mut sentence_file {
+                let one_line = |t: &str| t.replace(['\t', '\n'], " ");
+                for r in sentence_rows(&cold) {
+                    let writer = serde_json::to_value(r.writer)?.as_str().unwrap_or_default().to_string();
+                    let fields = [mode.as_str(), &p.display().to_string(), &r.kernel, &r.category, &r.field, &writer, &r.text];
+                    writeln!(file, "{}", fields.map(one_line).join("\t"))?;
+                }
+                file.flush()?;
+            }
             reports.push(cold);
         }
         let gen_s = (cold_s - load_s - parse_s).max(1e-9);
@@ -169,6 +207,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         );
         println!("warm output identical:      {same}");
         println!("load average at end:        {}", load());
+    }
+    if let Some(path) = &a.sentences {
+        println!("model sentences written to {}", path.display());
     }
     Ok(0)
 }
