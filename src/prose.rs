@@ -73,7 +73,11 @@ impl Field {
 
 #[derive(Deserialize)]
 struct Contradiction {
-    phrase: String,
+    /// One phrase, or several under `phrases`.
+    #[serde(default)]
+    phrase: Option<String>,
+    #[serde(default)]
+    phrases: Vec<String>,
     regimes: Vec<String>,
 }
 
@@ -154,7 +158,9 @@ impl Gate {
         let mut contradictions = Vec::new();
         for c in cfg.contradiction {
             let regimes = c.regimes.iter().map(|r| regime(r)).collect::<Result<Vec<_>, _>>()?;
-            contradictions.push((words_of(&c.phrase), regimes));
+            for phrase in c.phrase.iter().chain(&c.phrases) {
+                contradictions.push((words_of(phrase), regimes.clone()));
+            }
         }
         Ok(Gate {
             words: words.lines().map(str::trim).filter(|l| !l.is_empty()).collect(),
@@ -603,6 +609,10 @@ mod tests {
             assert!(r.iter().any(|r| r.contains("not memory bound")), "{r:?}");
             let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is compute bound, not limited by memory.", &[]);
             assert!(r.iter().any(|r| r.contains("compute bound")), "{r:?}");
+            // A unit is the bottleneck only in its own regime (this launch is memory-bound).
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "The SM is the bottleneck, not the loads.", &[]);
+            assert!(r.iter().any(|r| r.contains("sm is the bottleneck")), "{r:?}");
+            assert!(gate().check_sentence(ctx, Category::MemoryBound, "DRAM is the bottleneck of this kernel.", &[]).is_empty());
             // A wrong picture of the machine, in any regime: DRAM is the GPU's own memory.
             let r = gate().check_sentence(ctx, Category::MemoryBound, "Most time goes to moving data between memory and the GPU.", &[]);
             assert!(r.iter().any(|r| r.contains("GPU's own memory")), "{r:?}");
