@@ -616,6 +616,12 @@ mod tests {
             // A wrong picture of the machine, in any regime: DRAM is the GPU's own memory.
             let r = gate().check_sentence(ctx, Category::MemoryBound, "Most time goes to moving data between memory and the GPU.", &[]);
             assert!(r.iter().any(|r| r.contains("GPU's own memory")), "{r:?}");
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "Warps wait for the L2 cache to become available.", &[]);
+            assert!(r.iter().any(|r| r.contains("request's latency")), "{r:?}");
+            let r = gate().check_sentence(ctx, Category::MemoryBound, "Each launch has to set up the grid and allocate memory.", &[]);
+            assert!(r.iter().any(|r| r.contains("allocates no memory")), "{r:?}");
+            let shared = "The SM allocates shared memory to each block.";
+            assert!(gate().check_sentence(ctx, Category::MemoryBound, shared, &[]).is_empty(), "{shared}");
         });
     }
 }
