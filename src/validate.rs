@@ -769,6 +769,10 @@ pub(crate) mod tests {
             assert!(launch.len() == 1 && launch[0].contains("Duration"), "{launch:?}");
             let busy = comparison_errors(ctx, "The SM is at 12.5%, so it spends a lot of time processing data.");
             assert!(busy.len() == 1 && busy[0].contains("12.5"), "{busy:?}");
+            let high = comparison_errors(ctx, "The SM throughput is high, so compute sets the time.");
+            assert!(high.len() == 1 && high[0].contains("12.5"), "{high:?}");
+            assert!(comparison_errors(ctx, "The DRAM throughput is high.").is_empty());
+            assert_eq!(comparison_errors(ctx, "The L2 cache throughput is high.").len(), 1);
             // validate() carries the comparison reasons.
             let mut f = finding(
                 Category::MemoryBound,

@@ -947,12 +947,20 @@ fn explain_with_model(
             messages.push(ChatMessage::user(prompt::prose_repair(f.category.as_str(), &gate.topic_words(&ctx, f.category), &fail_list)?));
             // Greedy decoding would give the same words again: the re-ask samples (seeded, so runs repeat).
             let regen = GenerateOptions { temperature: 0.7, top_p: 0.9, seed: 11, ..gen.clone() };
-            let g = engine.generate(&messages, &regen, Some(&schema))?;
+            // A re-ask too long for the model's context gets no answer: the expert text stands.
+            let answer = match engine.generate(&messages, &regen, Some(&schema)) {
+                Ok(g) => Some(g.text),
+                Err(crate::llm::LlmError::PromptTooLong { .. }) => None,
+                Err(other) => return Err(other.into()),
+            };
             if trace {
-                eprintln!("--- re-asked sentences: {fail_list:?}\n--- answer\n{}", g.text);
+                eprintln!(
+                    "--- re-asked sentences: {fail_list:?}\n--- answer\n{}",
+                    answer.as_deref().unwrap_or("(too long for the context)")
+                );
             }
-            let again: Option<Finding> = serde_json::from_str::<ModelOutput>(&g.text)
-                .ok()
+            let again: Option<Finding> = answer
+                .and_then(|text| serde_json::from_str::<ModelOutput>(&text).ok())
                 // Each new sentence is checked on its own below (validator and gate).
                 .and_then(|o| o.findings.into_iter().find(|n| n.category == f.category));
             for (field, reasons) in &fails {

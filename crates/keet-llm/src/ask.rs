@@ -45,7 +45,9 @@ pub struct Ask<'a> {
 
 /// Asks, checks and re-asks. `check` may tidy the answer in place (dedupe citations, drop parts it
 /// refuses) and returns the reasons it fails; `reask` words the follow-up message from them.
-/// Errors of the model (not of its answers) and of `reask` end the loop.
+/// A conversation too long for the model's context is a refusal with that reason (the caller's
+/// expert text stands), not an error: a small model's long, cut-off answer must not end a batch.
+/// Other errors of the model (not of its answers) and of `reask` end the loop.
 pub fn ask<T, E>(
     engine: &mut Engine,
     question: Ask<'_>,
@@ -60,7 +62,15 @@ where
     let mut messages = question.messages;
     let mut outcome = AskOutcome { accepted: None, attempts: 0, refusals: Vec::new(), last_refused: None };
     loop {
-        let generation = engine.generate(&messages, &question.options, Some(question.schema))?;
+        let generation = match engine.generate(&messages, &question.options, Some(question.schema)) {
+            Ok(generation) => generation,
+            Err(too_long @ LlmError::PromptTooLong { .. }) => {
+                let when = if outcome.attempts == 0 { "the question" } else { "the re-ask" };
+                outcome.refusals.push(vec![format!("{when} does not fit the model's context ({too_long})")]);
+                return Ok(outcome);
+            }
+            Err(other) => return Err(other.into()),
+        };
         outcome.attempts += 1;
         let reasons = match serde_json::from_str::<T>(&generation.text) {
             Ok(mut answer) => match check(&mut answer) {

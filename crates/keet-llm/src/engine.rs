@@ -344,7 +344,7 @@ impl Engine {
         }
         let ctx = self.info.context_length;
         if ids.len() >= ctx {
-            return Err(err(format!("prompt has {} tokens, the model's context is {ctx}", ids.len())));
+            return Err(LlmError::PromptTooLong { prompt_tokens: ids.len(), context_tokens: ctx });
         }
         let mut timings = Timings { prompt_tokens: ids.len(), ..Default::default() };
         let mut matcher = match schema {
@@ -478,7 +478,7 @@ impl Engine {
         }
         let ids = self.prompt_tokens(messages)?;
         if ids.len() >= self.info.context_length {
-            return Err(err(format!("prompt has {} tokens, the model's context is {}", ids.len(), self.info.context_length)));
+            return Err(LlmError::PromptTooLong { prompt_tokens: ids.len(), context_tokens: self.info.context_length });
         }
         let boundary = if messages.len() > 1 {
             let head = self.template.render(&messages[..messages.len() - 1], false).ok();

@@ -7,6 +7,9 @@ pub enum LlmError {
     Candle(#[from] candle_core::Error),
     #[error("{0}")]
     Msg(String),
+    /// The conversation does not fit the model's context window (the answer needs room too).
+    #[error("prompt has {prompt_tokens} tokens, the model's context is {context_tokens}")]
+    PromptTooLong { prompt_tokens: usize, context_tokens: usize },
 }
 
 /// The model's weights as loaded on its device (after any conversion the implementation makes:
