@@ -362,19 +362,21 @@ impl Gate {
         {
             reasons.push("it ends mid-sentence".into());
         }
-        // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int").
-        let whole: Vec<String> = text
-            .split(|c: char| c.is_whitespace() || c == '/')
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-            .filter(|w| !w.is_empty() && w.chars().all(char::is_alphabetic))
-            .collect();
-        for pair in whole.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if a.len() >= 3 && b.len() >= 3 && (a == b || b.strip_suffix('s') == Some(a) || a.strip_suffix('s') == Some(b)) {
-                reasons.push(format!("it stutters (\"{a} {b}\")"));
-                break;
-            }
-        }
+        // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int") within one
+        // clause: "diverge within a warp: warps split" repeats a word across a colon on purpose.
+        let stutter = text.split([':', ';', ',', '.', '!', '?', '(', ')']).find_map(|clause| {
+            let whole: Vec<String> = clause
+                .split(|c: char| c.is_whitespace() || c == '/')
+                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+                .filter(|w| !w.is_empty() && w.chars().all(char::is_alphabetic))
+                .collect();
+            whole.windows(2).find_map(|pair| {
+                let (a, b) = (&pair[0], &pair[1]);
+                let repeated = a.len() >= 3 && b.len() >= 3 && (a == b || b.strip_suffix('s') == Some(a) || a.strip_suffix('s') == Some(b));
+                repeated.then(|| format!("it stutters (\"{a} {b}\")"))
+            })
+        });
+        reasons.extend(stutter);
         let words = words_of(text);
         for phrase in &self.self_reference {
             if contains_phrase(&words, phrase) {
@@ -557,6 +559,11 @@ mod tests {
         let r = reasons(Category::MemoryBound, "Memory throughput is iax.");
         assert!(r.iter().any(|r| r.contains("iax")), "{r:?}");
         let r = reasons(Category::OccupancyOther, "Theoretical occupancy is urn urns of memory.");
+        assert!(r.iter().any(|r| r.contains("stutters")), "{r:?}");
+        // A word repeated across a colon or comma is a new clause, not a stutter.
+        let r = reasons(Category::Divergence, "9.68% of branch targets diverge within a warp: warps split and run both paths.");
+        assert!(!r.iter().any(|r| r.contains("stutters")), "{r:?}");
+        let r = reasons(Category::Divergence, "Branch targets diverge within a warp warps split and run both paths.");
         assert!(r.iter().any(|r| r.contains("stutters")), "{r:?}");
         let r = reasons(Category::GridTooSmall, "The grid has nine blocks for thirteen million bytes per square block, so it is,.");
         assert!(r.iter().any(|r| r.contains("numbers in words")), "{r:?}");

@@ -51,6 +51,11 @@ pub struct LlmBenchArgs {
     /// llama-cpp-python for llama_cpp_peer.py) [default: KEET_PEER_PYTHON, else python3].
     #[arg(long)]
     pub peer_python: Option<PathBuf>,
+    /// Measure load, prompt and decode this many times, alternating with the peer, and report each
+    /// engine's median (every round's figures are printed too): one run on a shared machine can be
+    /// off by 30% either way.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=50), conflicts_with = "synthetic")]
+    pub rounds: u32,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -136,38 +141,32 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
     };
-    // The peer runs first, while this process is small: a child reports the larger of its own
-    // peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec).
-    let peer = if a.peer {
-        let model = crate::llm::resolve::resolve_model(a.model.model.as_deref())?;
-        Some(run_peer(&a, &model.location.path().to_string_lossy(), &text))
-    } else {
-        None
-    };
-    let t0 = Instant::now();
-    let mut engine = Engine::load(&a.model.engine_options())?;
-    let load_s = t0.elapsed().as_secs_f64();
-    let ids = if a.chat { engine.prompt_tokens(&[ChatMessage::user(text.clone())])? } else { engine.tokenizer().encode(&text)? };
-    let end_ids = engine.tokenizer().end_ids.clone();
-
-    // Prompt processing and decode, straight on the model.
-    let (pp_s, dec_s) = {
-        let model = engine.model_mut();
-        let t = Instant::now();
-        let mut logits = model.forward(&ids, 0)?;
-        let pp_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        for pos in ids.len()..ids.len() + a.tokens {
-            for &e in &end_ids {
-                if let Some(l) = logits.get_mut(e as usize) {
-                    *l = f32::NEG_INFINITY;
-                }
-            }
-            let tok = logits.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map(|(i, _)| i as u32).unwrap_or(0);
-            logits = model.forward(&[tok], pos)?;
+    // Each round runs the peer, then loads keet's engine and measures its prompt and decode. The
+    // first round's peer runs while this process is small: a child reports the larger of its own
+    // peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec), so
+    // the peer's peak memory is taken from that round alone.
+    let peer_model = if a.peer { Some(crate::llm::resolve::resolve_model(a.model.model.as_deref())?) } else { None };
+    let mut peer_runs: Vec<Result<Value, String>> = Vec::new();
+    let mut runs: Vec<EngineRun> = Vec::new();
+    let mut loaded = None;
+    for _ in 0..a.rounds {
+        if let Some(m) = &peer_model {
+            peer_runs.push(run_peer(&a, &m.location.path().to_string_lossy(), &text));
         }
-        (pp_s, t.elapsed().as_secs_f64())
-    };
+        // The previous round's engine goes before the next one loads (one model in memory).
+        drop(loaded.take());
+        let t0 = Instant::now();
+        let mut engine = Engine::load(&a.model.engine_options())?;
+        let load_s = t0.elapsed().as_secs_f64();
+        let ids = if a.chat { engine.prompt_tokens(&[ChatMessage::user(text.clone())])? } else { engine.tokenizer().encode(&text)? };
+        let (pp_s, dec_s) = prompt_and_decode(&mut engine, &ids, a.tokens)?;
+        runs.push(EngineRun { load_s, prompt_tok_s: ids.len() as f64 / pp_s, decode_tok_s: a.tokens as f64 / dec_s });
+        loaded = Some((engine, ids));
+    }
+    let (mut engine, ids) = loaded.expect("at least one round");
+    let median_of = |f: fn(&EngineRun) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let (load_s, prompt_tok_s, decode_tok_s) = (median_of(|r| r.load_s), median_of(|r| r.prompt_tok_s), median_of(|r| r.decode_tok_s));
+    let peer = peer_model.as_ref().map(|_| peer_summary(&peer_runs));
     let weights = engine.model_mut().weight_bytes();
     engine.reset();
 
@@ -207,9 +206,10 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         "threads": engine.info.threads,
         "load_s": (load_s * 1000.0).round() / 1000.0,
         "prompt_tokens": ids.len(),
-        "prompt_tok_s": r1(ids.len() as f64 / pp_s),
+        "prompt_tok_s": r1(prompt_tok_s),
         "gen_tokens": a.tokens,
-        "decode_tok_s": r1(a.tokens as f64 / dec_s),
+        "decode_tok_s": r1(decode_tok_s),
+        "rounds": runs.iter().map(EngineRun::to_json).collect::<Vec<_>>(),
         "constraint_setup_s": (prep_s * 1000.0).round() / 1000.0,
         "mask_us_mean": r1(mask_mean),
         "mask_us_p99": r1(mask_p99),
@@ -229,7 +229,7 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         let device = crate::llm::device::parse_device(a.model.device_or_cpu())?;
         super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
     };
-    let limit = super::bench_synthetic::decode_limit(weights, &bw, a.tokens as f64 / dec_s);
+    let limit = super::bench_synthetic::decode_limit(weights, &bw, decode_tok_s);
     let mut keet = keet;
     super::bench_synthetic::merge(&mut keet, &limit);
 
@@ -260,6 +260,23 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         }
     };
     let peer_ok = peer.as_ref().and_then(|p| p.as_ref().ok());
+    if a.rounds > 1 {
+        println!("rounds         {} (keet and llama.cpp alternating; medians below)", a.rounds);
+        for (i, r) in runs.iter().enumerate() {
+            let p = peer_ok.and_then(|p| p["rounds"].get(i));
+            let pf = |k: &str| p.and_then(|p| p[k].as_f64()).map_or("-".to_string(), |v| format!("{v:.1}"));
+            println!(
+                "  round {:<2} load s {:.3} / {}   prompt tok/s {:.1} / {}   decode tok/s {:.1} / {}",
+                i + 1,
+                r.load_s,
+                p.and_then(|p| p["load_s"].as_f64()).map_or("-".to_string(), |v| format!("{v:.3}")),
+                r.prompt_tok_s,
+                pf("prompt_tok_s"),
+                r.decode_tok_s,
+                pf("decode_tok_s")
+            );
+        }
+    }
     if peer_ok.is_some() {
         println!("{:<26} {:>10}  {:>10}  {:>7}", "", "keet", "llama.cpp", "keet/peer");
     }
@@ -291,6 +308,72 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         _ => {}
     }
     Ok(0)
+}
+
+/// One round of keet's own measurement.
+struct EngineRun {
+    load_s: f64,
+    prompt_tok_s: f64,
+    decode_tok_s: f64,
+}
+
+impl EngineRun {
+    fn to_json(&self) -> Value {
+        json!({ "load_s": (self.load_s * 1000.0).round() / 1000.0, "prompt_tok_s": r1(self.prompt_tok_s), "decode_tok_s": r1(self.decode_tok_s) })
+    }
+}
+
+/// The median (the mean of the middle two for an even count); 0 for none.
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Prompt processing of `ids`, then `tokens` greedy steps with the end tokens banned (so every run
+/// decodes the same count), straight on the model: (prompt seconds, decode seconds).
+fn prompt_and_decode(engine: &mut Engine, ids: &[u32], tokens: usize) -> anyhow::Result<(f64, f64)> {
+    let end_ids = engine.tokenizer().end_ids.clone();
+    let model = engine.model_mut();
+    let t = Instant::now();
+    let mut logits = model.forward(ids, 0)?;
+    let pp_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for pos in ids.len()..ids.len() + tokens {
+        for &e in &end_ids {
+            if let Some(l) = logits.get_mut(e as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        let tok = logits.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map(|(i, _)| i as u32).unwrap_or(0);
+        logits = model.forward(&[tok], pos)?;
+    }
+    Ok((pp_s, t.elapsed().as_secs_f64()))
+}
+
+/// The peer's rounds as one result: the medians of its load, prompt and decode figures, peak
+/// memory from the first round (see `bench_llm`), and every round under `rounds`; the first
+/// failure if any round failed.
+fn peer_summary(runs: &[Result<Value, String>]) -> Result<Value, String> {
+    let ok: Vec<&Value> = runs.iter().map(|r| r.as_ref()).collect::<Result<_, _>>().map_err(|e| e.clone())?;
+    let first = (*ok.first().ok_or("no peer round ran")?).clone();
+    let mut out = first;
+    for key in ["load_s", "prompt_tok_s", "decode_tok_s"] {
+        let v: Vec<f64> = ok.iter().filter_map(|r| r[key].as_f64()).collect();
+        if v.len() == ok.len() {
+            let m = median(&v);
+            out[key] = json!(if key == "load_s" { (m * 1000.0).round() / 1000.0 } else { r1(m) });
+        }
+    }
+    out["rounds"] = json!(ok
+        .iter()
+        .map(|r| json!({ "load_s": r["load_s"], "prompt_tok_s": r["prompt_tok_s"], "decode_tok_s": r["decode_tok_s"] }))
+        .collect::<Vec<_>>());
+    Ok(out)
 }
 
 /// Runs the llama.cpp peer script; Err says why it is unavailable.

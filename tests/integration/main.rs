@@ -5,6 +5,7 @@
 mod llm_support;
 
 mod batch_merge;
+mod bench_llm;
 mod cache_concurrency;
 mod cache_merge_kill;
 mod cache_show;
