@@ -769,6 +769,12 @@ pub(crate) mod tests {
             assert!(launch.len() == 1 && launch[0].contains("Duration"), "{launch:?}");
             let busy = comparison_errors(ctx, "The SM is at 12.5%, so it spends a lot of time processing data.");
             assert!(busy.len() == 1 && busy[0].contains("12.5"), "{busy:?}");
+            // The README's first command, after the Q6_K kernel change moved the greedy path.
+            let considerable = comparison_errors(
+                ctx,
+                "The SM is also at 12.5%, indicating that it is spending a considerable amount of time processing data.",
+            );
+            assert!(considerable.len() == 1 && considerable[0].contains("12.5"), "{considerable:?}");
             let high = comparison_errors(ctx, "The SM throughput is high, so compute sets the time.");
             assert!(high.len() == 1 && high[0].contains("12.5"), "{high:?}");
             assert!(comparison_errors(ctx, "The DRAM throughput is high.").is_empty());
