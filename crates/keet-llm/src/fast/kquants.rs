@@ -596,11 +596,11 @@ mod avx {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use candle_core::quantized::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K, GgmlType};
 
-    fn rng_values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    pub(in crate::fast) fn rng_values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         let mut s = seed;
         (0..n)
             .map(|_| {
@@ -613,7 +613,7 @@ mod tests {
     }
 
     /// Quantizes `x` with candle's (ggml's) reference quantizer into GGUF block bytes.
-    fn quantize(fmt: KType, x: &[f32]) -> Vec<u8> {
+    pub(in crate::fast) fn quantize(fmt: KType, x: &[f32]) -> Vec<u8> {
         fn blocks<T: GgmlType>(x: &[f32]) -> Vec<u8> {
             let mut b = vec![T::zeros(); x.len() / T::BLCK_SIZE];
             T::from_float(x, &mut b);

@@ -13,9 +13,12 @@
 //!   Qwen3: no biases, an RMS norm on each query and key head before the rotation.
 //! * The embedding table (and the output layer) stays in its block format: a row is dequantized
 //!   when its token is looked up.
-//! * Prompt processing (many tokens): activations are kept feature-major (`[features][tokens]`),
-//!   each chunk of weight rows is dequantized once to f32 and multiplied with all tokens by an
-//!   FMA micro-kernel (6 rows x 16 tokens), so the weights are read once per prompt.
+//! * Prompt processing (many tokens): activations are kept feature-major (`[features][tokens]`).
+//!   The 32-weight formats: each chunk of weight rows is dequantized once to f32 and multiplied
+//!   with all tokens by an FMA micro-kernel (6 rows x 16 tokens). The K-quants stay quantized
+//!   (Q8_K activations): on AVX-512 VNNI CPUs with the tokens across the vector lanes
+//!   ([`vnni`]: 4 rows x 32 tokens, one `vpdpbusd` per 4 weights and 16 tokens), elsewhere by
+//!   the AVX2 kernels of [`kquants`]. Either way the weights are read once per prompt chunk.
 //! * Attention in f32 with an f32 KV cache; only the last token's logits are computed.
 //! * Threads: [`pool::Pool`], which parks idle workers instead of spinning forever.
 
@@ -25,6 +28,7 @@ pub mod cpu;
 pub mod kernels;
 pub mod kquants;
 pub mod pool;
+pub mod vnni;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -949,16 +953,9 @@ fn gemv(pool: &Pool, parts: &[QMat], acts: &Acts, t_n: usize, out: &mut [f32], s
             match w.fmt.kind() {
                 Some(kind) => {
                     let a = &acts.k;
-                    kquants::dot_rows(
-                        kind,
-                        wd,
-                        k,
-                        &a.qs[t * k..(t + 1) * k],
-                        &a.d[t * nbk..(t + 1) * nbk],
-                        &a.bsums[t * nbk * 16..(t + 1) * nbk * 16],
-                        o,
-                        simd,
-                    );
+                    let (qs, d, bsums) =
+                        (&a.qs[t * k..(t + 1) * k], &a.d[t * nbk..(t + 1) * nbk], &a.bsums[t * nbk * 16..(t + 1) * nbk * 16]);
+                    kquants::dot_rows(kind, wd, k, qs, d, bsums, o, simd);
                 }
                 None => {
                     let a = &acts.b32;
@@ -1004,6 +1001,8 @@ fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mu
     }
     let mut acts = QActK::default();
     acts.quantize(&x);
+    // the activations interleaved by tiles of 16 tokens for the AVX-512 VNNI kernel (once for all rows)
+    let tiles = (simd && vnni::available()).then(|| vnni::TokenTiles::build(&acts, t_n, k / QK_K));
     let op = SyncPtr::new(out);
     pool.run(chunks.len(), &|ci| {
         let (pi, r0, r1, off) = chunks[ci];
@@ -1013,7 +1012,11 @@ fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mu
         // SAFETY: chunk `ci` owns output rows off+r0..off+r1 (all tp columns), disjoint from the
         // other chunks and in bounds (asserted above); `out` outlives the run.
         let o = unsafe { op.slice((off + r0) * tp, (r1 - r0) * tp) };
-        kquants::gemm_rows(kind, &w.data[r0 * rb..r1 * rb], r1 - r0, k, &acts, t_n, o, tp, simd);
+        let wd = &w.data[r0 * rb..r1 * rb];
+        match &tiles {
+            Some(tiles) => vnni::gemm_rows(kind, wd, r1 - r0, k, tiles, o, tp),
+            None => kquants::gemm_rows(kind, wd, r1 - r0, k, &acts, t_n, o, tp, simd),
+        }
         for row in o.chunks_exact_mut(tp) {
             row[t_n..].fill(0.0);
         }
