@@ -98,6 +98,24 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The 6-bit scales and mins of a Q4_K/Q5_K block (`sc`: its 12 bytes) as 16 bytes, the 8 scales
+/// then the 8 mins, packed little endian into 4 words (ggml's `get_scale_min_k4` for all 8
+/// sub-blocks at once, for the SIMD kernels).
+#[inline(always)]
+pub(super) fn scales_and_mins_k4(sc: [u8; 12]) -> [u32; 4] {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let word = |i: usize| u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
+    let mut u = [word(0), word(1), word(2), 0];
+    u[3] = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
+    let uaux = u[1] & KMASK1;
+    u[1] = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
+    u[2] = uaux;
+    u[0] &= KMASK1;
+    u
+}
+
 /// The integer quants of one block (0..31 for Q4_K/Q5_K, -32..31 for Q6_K) in weight order, and
 /// the integer scale of every 16 weights and min of every 32 (mins are 0 for Q6_K).
 fn block_ints(fmt: KType, blk: &[u8], q: &mut [i8; QK_K], sc16: &mut [i32; 16], mins: &mut [i32; 8]) {
@@ -313,16 +331,7 @@ mod avx {
     /// The 8 scales and 8 mins of a Q4_K/Q5_K block as 16 u16 lanes (scales low, mins high).
     #[inline(always)]
     unsafe fn mins_and_scales(sc: *const u8) -> __m256i {
-        const KMASK1: u32 = 0x3f3f_3f3f;
-        const KMASK2: u32 = 0x0f0f_0f0f;
-        const KMASK3: u32 = 0x0303_0303;
-        let p = sc as *const u32;
-        let mut u = [p.read_unaligned(), p.add(1).read_unaligned(), p.add(2).read_unaligned(), 0];
-        u[3] = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
-        let uaux = u[1] & KMASK1;
-        u[1] = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
-        u[2] = uaux;
-        u[0] &= KMASK1;
+        let u = super::scales_and_mins_k4((sc as *const [u8; 12]).read_unaligned());
         _mm256_cvtepu8_epi16(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32))
     }
 
@@ -713,6 +722,25 @@ pub(super) mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_scales_and_mins_match_the_per_sub_block_reading() {
+        let mut state = 99u64;
+        for _ in 0..200 {
+            let mut sc = [0u8; 12];
+            for b in sc.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = (state >> 32) as u8;
+            }
+            let packed = scales_and_mins_k4(sc);
+            let bytes: Vec<u8> = packed.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for j in 0..8 {
+                assert_eq!((bytes[j], bytes[8 + j]), scale_min_k4(j, &sc), "sub-block {j} of {sc:?}");
             }
         }
     }

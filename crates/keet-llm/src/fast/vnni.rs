@@ -129,16 +129,7 @@ mod avx512 {
     /// as 16 i32 lanes.
     #[inline(always)]
     unsafe fn scales_and_mins_k4(sc: *const u8) -> __m512i {
-        const KMASK1: u32 = 0x3f3f_3f3f;
-        const KMASK2: u32 = 0x0f0f_0f0f;
-        const KMASK3: u32 = 0x0303_0303;
-        let p = sc as *const u32;
-        let mut u = [p.read_unaligned(), p.add(1).read_unaligned(), p.add(2).read_unaligned(), 0];
-        u[3] = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
-        let uaux = u[1] & KMASK1;
-        u[1] = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
-        u[2] = uaux;
-        u[0] &= KMASK1;
+        let u = super::super::kquants::scales_and_mins_k4((sc as *const [u8; 12]).read_unaligned());
         _mm512_cvtepu8_epi32(_mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32))
     }
 
