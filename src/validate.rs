@@ -23,6 +23,15 @@ const COMPARISONS: &str = include_str!("../expert/comparisons.toml");
 #[derive(Debug, serde::Deserialize)]
 struct ComparisonTable {
     comparison: Vec<Comparison>,
+    #[serde(default)]
+    refusal: Vec<Refusal>,
+}
+
+/// A phrase no fact of a kernel's profile can support (`[[refusal]]` in `expert/comparisons.toml`).
+#[derive(Debug, serde::Deserialize)]
+struct Refusal {
+    phrases: Vec<String>,
+    reason: String,
 }
 
 /// One entry of `expert/comparisons.toml`.
@@ -48,9 +57,13 @@ struct Condition {
     other: Option<String>,
 }
 
+fn table() -> &'static ComparisonTable {
+    static TABLE: OnceLock<ComparisonTable> = OnceLock::new();
+    TABLE.get_or_init(|| toml::from_str::<ComparisonTable>(COMPARISONS).expect("expert/comparisons.toml parses"))
+}
+
 fn comparisons() -> &'static [Comparison] {
-    static TABLE: OnceLock<Vec<Comparison>> = OnceLock::new();
-    TABLE.get_or_init(|| toml::from_str::<ComparisonTable>(COMPARISONS).expect("expert/comparisons.toml parses").comparison)
+    &table().comparison
 }
 
 /// The checks of a finding as a whole (see [`validate_structure`]).
@@ -89,14 +102,20 @@ pub fn comparison_errors(ctx: &Context, text: &str) -> Vec<String> {
         .map(|w| w.trim_matches('.').to_string())
         .filter(|w| !w.is_empty())
         .collect();
+    let claims = |phrase: &str| {
+        let p: Vec<&str> = phrase.split_whitespace().collect();
+        (0..words.len().saturating_sub(p.len() - 1))
+            .any(|i| words[i..i + p.len()].iter().zip(&p).all(|(a, b)| a == b) && !(i > 0 && NEGATIONS.contains(&words[i - 1].as_str())))
+    };
     let mut reasons = Vec::new();
+    for r in &table().refusal {
+        if let Some(phrase) = r.phrases.iter().find(|p| claims(p)) {
+            reasons.push(format!("\"{phrase}\" is refused: {}", r.reason));
+        }
+    }
     for c in comparisons() {
         for phrase in &c.phrases {
-            let p: Vec<&str> = phrase.split_whitespace().collect();
-            let claimed = (0..words.len().saturating_sub(p.len() - 1)).any(|i| {
-                words[i..i + p.len()].iter().zip(&p).all(|(a, b)| a == b) && !(i > 0 && NEGATIONS.contains(&words[i - 1].as_str()))
-            });
-            if !claimed {
+            if !claims(phrase) {
                 continue;
             }
             let results: Vec<Option<bool>> = c.when.iter().map(|cond| holds(ctx, cond)).collect();
@@ -775,6 +794,14 @@ pub(crate) mod tests {
                 "The SM is also at 12.5%, indicating that it is spending a considerable amount of time processing data.",
             );
             assert!(considerable.len() == 1 && considerable[0].contains("12.5"), "{considerable:?}");
+            // decode_c1.ncu-rep's top kernel with the default model (SM at 8.99% there).
+            let resources = comparison_errors(ctx, "The SM is also at 12.5%, indicating that the kernel uses a lot of compute resources.");
+            assert!(resources.len() == 1 && resources[0].contains("12.5"), "{resources:?}");
+            let cpu = comparison_errors(ctx, "The kernel reads global memory, which can be slow and consume a lot of CPU cycles.");
+            assert!(cpu.len() == 1 && cpu[0].contains("cpu cycles") && cpu[0].contains("GPU"), "{cpu:?}");
+            let idle =
+                comparison_errors(ctx, "Each block will be assigned to only one SM, and there will be no work being done by any thread.");
+            assert!(idle.len() == 1 && idle[0].contains("refused"), "{idle:?}");
             let high = comparison_errors(ctx, "The SM throughput is high, so compute sets the time.");
             assert!(high.len() == 1 && high[0].contains("12.5"), "{high:?}");
             assert!(comparison_errors(ctx, "The DRAM throughput is high.").is_empty());

@@ -136,14 +136,17 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     }
     let engine_opts = a.model.engine_options();
     if formats.contains(&Condition::Explained) {
-        let profiles = {
-            let mut f: Vec<&PathBuf> = set.sources.iter().map(|s| &s.file).collect();
-            f.dedup();
-            f.len()
-        };
+        let plan = eval::explained_plan(&set);
+        let profiles = plan.len();
+        let kernels: usize = plan
+            .iter()
+            .map(|(file, ranks)| match ranks {
+                Some(r) => r.len(),
+                None => set.sources.iter().filter(|s| &s.file == file && s.rank.is_some()).count(),
+            })
+            .sum();
         eprintln!(
-            "keet eval: explaining the {} asked-about kernels of {profiles} profiles with the model first (the explained format)",
-            set.contexts.len()
+            "keet eval: explaining the {kernels} asked-about kernels of {profiles} profiles with the model first (the explained format)"
         );
         let b = bar(profiles as u64, "explaining {pos}/{len} profiles [{bar:30}] {elapsed_precise} ETA {eta}");
         let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };

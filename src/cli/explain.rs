@@ -80,6 +80,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         prose: a.prose,
         // A shard's summary would speak for part of the batch only.
         summary: !a.no_summary && a.shard.is_none(),
+        model_ranks: None,
     }
 }
 

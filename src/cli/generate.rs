@@ -98,6 +98,7 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<i32> {
             "stop_reason": g.stop_reason,
             "prompt_tokens": t.prompt_tokens,
             "generated_tokens": t.generated_tokens,
+            "forced_tokens": t.forced_tokens,
             "prompt_tok_s": round1(t.prompt_tok_s()),
             "decode_tok_s": round1(t.decode_tok_s()),
             "mask_us_mean": if t.mask_us.is_empty() { None } else { Some(round1(t.mask_us.iter().sum::<f64>() / t.mask_us.len() as f64)) },

@@ -294,6 +294,7 @@ impl KeetServer {
             prose: explain::ProseMode::default(),
             // A tool call answers per kernel; the caller summarises.
             summary: false,
+            model_ranks: None,
         };
         let max_tokens = p.max_tokens;
         blocking(move || {

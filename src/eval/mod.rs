@@ -257,11 +257,16 @@ pub fn add_explained(
     cache: Option<PathBuf>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(), EvalError> {
-    let mut files: Vec<PathBuf> = set.sources.iter().map(|s| s.file.clone()).collect();
-    files.dedup();
-    let total = files.len();
-    for (i, file) in files.iter().enumerate() {
-        let eopts = ExplainOptions { no_llm: false, engine: engine.clone(), cache: cache.clone(), ..rules_report_options(opts) };
+    let plan = explained_plan(set);
+    let total = plan.len();
+    for (i, (file, ranks)) in plan.iter().enumerate() {
+        let eopts = ExplainOptions {
+            no_llm: false,
+            engine: engine.clone(),
+            cache: cache.clone(),
+            model_ranks: ranks.clone(),
+            ..rules_report_options(opts)
+        };
         let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;
         for (ctx, source) in set.contexts.iter_mut().zip(&set.sources) {
             if &source.file != file {
@@ -279,6 +284,38 @@ pub fn add_explained(
         progress(i + 1, total);
     }
     Ok(())
+}
+
+/// What the explained format needs the model to explain: per profile with at least one question,
+/// the ranks of the kernels asked about, or `None` (every kernel) when a question is about the
+/// whole profile, whose context holds every kernel's explanations. Kernels no question is about
+/// are not explained (their context is never shown).
+pub fn explained_plan(set: &EvalSet) -> Vec<(PathBuf, Option<Vec<usize>>)> {
+    let asked: std::collections::BTreeSet<usize> = set.questions.iter().map(|q| q.context).collect();
+    let mut plan: Vec<(PathBuf, Option<Vec<usize>>)> = Vec::new();
+    for &ctx in &asked {
+        let source = &set.sources[ctx];
+        let entry = match plan.iter().position(|(f, _)| f == &source.file) {
+            Some(i) => &mut plan[i],
+            None => {
+                plan.push((source.file.clone(), Some(Vec::new())));
+                plan.last_mut().expect("just pushed")
+            }
+        };
+        match (source.rank, &mut entry.1) {
+            (None, ranks) => *ranks = None,
+            (Some(rank), Some(ranks)) => ranks.push(rank),
+            (Some(_), None) => {}
+        }
+    }
+    for (_, ranks) in &mut plan {
+        if let Some(r) = ranks {
+            r.sort_unstable();
+            r.dedup();
+        }
+    }
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan
 }
 
 /// The explained format: the report as `--format context`, then each shown finding's claim and
@@ -400,4 +437,47 @@ pub fn jsonl(set: &EvalSet) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(context: usize) -> Question {
+        Question {
+            id: format!("q{context}"),
+            seed: 0,
+            kind: QuestionKind::BoundUnit,
+            file: PathBuf::new(),
+            kernel: String::new(),
+            question: String::new(),
+            options: vec![],
+            answer: "A".into(),
+            answer_key: String::new(),
+            basis: vec![],
+            context,
+        }
+    }
+
+    /// Only the kernels a question is about are explained; a question about the whole profile
+    /// needs every kernel's explanation; a profile without questions is not explained at all.
+    #[test]
+    fn the_explained_plan_asks_only_about_kernels_with_questions() {
+        let source = |file: &str, rank: Option<usize>| ContextSource { file: file.into(), rank };
+        let set = EvalSet {
+            sources: vec![
+                source("a.ncu-rep", Some(1)),
+                source("a.ncu-rep", Some(2)),
+                source("a.ncu-rep", Some(3)),
+                source("b.ncu-rep", Some(1)),
+                source("b.ncu-rep", Some(2)),
+                source("b.ncu-rep", None),
+                source("c.ncu-rep", Some(1)),
+            ],
+            questions: vec![question(2), question(0), question(2), question(4), question(5)],
+            ..Default::default()
+        };
+        let plan = explained_plan(&set);
+        assert_eq!(plan, vec![(PathBuf::from("a.ncu-rep"), Some(vec![1, 3])), (PathBuf::from("b.ncu-rep"), None)]);
+    }
 }

@@ -56,6 +56,9 @@ pub struct ExplainOptions {
     pub prose: ProseMode,
     /// Ask the model for a summary of the whole report (with at least two kernels explained).
     pub summary: bool,
+    /// Only the kernels of these ranks (1-based) go to the model; the others keep the rule layer's
+    /// findings and are not cached. `None`: every chosen kernel (`keet eval` asks only about some).
+    pub model_ranks: Option<Vec<usize>>,
 }
 
 /// How the model writes the sentences of a finding (`--prose`). All three go through the same
@@ -104,6 +107,7 @@ impl Default for ExplainOptions {
             shard: None,
             prose: ProseMode::default(),
             summary: true,
+            model_ranks: None,
         }
     }
 }
@@ -302,6 +306,10 @@ pub fn explain_table(
                 }
             }
         }
+        let to_model = opts.model_ranks.as_ref().is_none_or(|r| r.contains(&(rank + 1)));
+        if !to_model {
+            cached = None;
+        }
         let (found, cache_id, from_cache) = match cached {
             Some((cf, id, from_cache)) => {
                 stats.kernels_from_cache += usize::from(from_cache);
@@ -311,7 +319,7 @@ pub fn explain_table(
                 let cf = if la.findings.is_empty() {
                     // Nothing the rule layer can support: the model would have nothing to cite.
                     rules_only(launch, &la, &source_lines_all)
-                } else if let Some(sha) = &model_sha {
+                } else if let (Some(sha), true) = (&model_sha, to_model) {
                     let m = load_model(&mut model, &model_source, sha, opts, &mut stats)?;
                     let tg = Instant::now();
                     if opts.progress {
@@ -349,7 +357,7 @@ pub fn explain_table(
             cached: from_cache,
             cache_id,
         };
-        if let (Some(c), false, None) = (&cache, from_cache, cache_id) {
+        if let (Some(c), false, None, true) = (&cache, from_cache, cache_id, to_model) {
             let single = ExplainReport {
                 schema: EXPLAIN_SCHEMA.into(),
                 keet_version: env!("CARGO_PKG_VERSION").into(),
@@ -589,7 +597,7 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json =
         serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v10", mode)).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v11", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,

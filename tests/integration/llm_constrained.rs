@@ -98,3 +98,34 @@ fn unbounded_schemas_are_reported() {
     assert!(max_tokens_bound(&json!({"type": "object", "properties": {}})).unwrap_err().contains("additionalProperties"));
     assert_eq!(max_tokens_bound(&json!({"type": "string", "maxLength": 10})).unwrap(), 42);
 }
+
+/// What the grammar forces (keys, a constant metric name, the closing brackets) is appended without
+/// sampling and run through the model as one batch with the token before it; the output still
+/// validates, and the forced tokens are most of a mostly-constant value.
+#[test]
+fn forced_tokens_are_appended_not_sampled() {
+    if llm_support::skip() {
+        return;
+    }
+    let mut e = llm_support::engine();
+    let metric = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed";
+    let schema = json!({"type": "object", "properties": {
+        "metric": {"const": metric},
+        "unit": {"type": "string", "enum": ["percent of peak sustained elapsed", "bytes per second"]},
+        "note": {"type": "string", "maxLength": 20}},
+        "required": ["metric", "unit", "note"], "additionalProperties": false});
+    let opts = GenerateOptions { max_tokens: max_tokens_bound(&schema).unwrap(), ..Default::default() };
+    let g = e.generate(&[ChatMessage::user("DRAM throughput is 92% of peak. Reply with JSON.")], &opts, Some(&schema)).unwrap();
+    let v: Value = serde_json::from_str(&g.text).unwrap_or_else(|err| panic!("does not parse ({err}): {}", g.text));
+    llm_support::validate(&v, &schema, "#").unwrap();
+    assert_eq!(v["metric"], metric);
+    let t = &g.timings;
+    assert!(
+        t.forced_tokens >= 10 && t.forced_tokens < t.generated_tokens,
+        "forced {} of {}: {}",
+        t.forced_tokens,
+        t.generated_tokens,
+        g.text
+    );
+    assert_eq!(g.tokens.len(), t.generated_tokens);
+}

@@ -85,8 +85,11 @@ pub struct Timings {
     pub reused_tokens: usize,
     /// Seconds spent running the prompt tokens that were not reused.
     pub prompt_s: f64,
-    /// Tokens generated (decode steps).
+    /// Tokens generated (decode steps and forced tokens).
     pub generated_tokens: usize,
+    /// Of those, tokens the grammar forced (its only choice), appended without sampling and run
+    /// through the model as one batch with the sampled token before them.
+    pub forced_tokens: usize,
     /// Seconds spent in decode steps (model + mask + sampling).
     pub decode_s: f64,
     /// Constraint-mask computation time per generated token, microseconds (empty when unconstrained).
@@ -375,6 +378,16 @@ impl Engine {
         let mut out: Vec<u32> = Vec::new();
         let stop;
         let t_dec = Instant::now();
+        // Tokens the grammar forces at the start run as one batch before the first sampled token.
+        if let Some(m) = matcher.as_mut() {
+            let forced = m.consume_ff_tokens();
+            let forced = &forced[..forced.len().min(opts.max_tokens).min(ctx.saturating_sub(self.cached.len() + 1))];
+            out.extend_from_slice(forced);
+            timings.forced_tokens += forced.len();
+            if !forced.is_empty() && !m.is_stopped() {
+                logits = self.step(forced)?;
+            }
+        }
         loop {
             if out.len() >= opts.max_tokens {
                 stop = StopReason::MaxTokens;
@@ -405,8 +418,21 @@ impl Engine {
                 break;
             }
             out.push(tok);
+            // The sampled token, then whatever the grammar forces after it (a key, the rest of an
+            // enum value, a closing quote): all of them run through the model as one batch.
+            let mut step = vec![tok];
             if let Some(m) = matcher.as_mut() {
                 m.consume_token(tok).map_err(|e| err(format!("constraint: {e}")))?;
+                if m.is_stopped() {
+                    stop = StopReason::ConstraintComplete;
+                    break;
+                }
+                let forced = m.consume_ff_tokens();
+                let room = opts.max_tokens.saturating_sub(out.len()).min(ctx.saturating_sub(self.cached.len() + 2));
+                let forced = &forced[..forced.len().min(room)];
+                out.extend_from_slice(forced);
+                step.extend_from_slice(forced);
+                timings.forced_tokens += forced.len();
                 if m.is_stopped() {
                     stop = StopReason::ConstraintComplete;
                     break;
@@ -416,16 +442,7 @@ impl Engine {
                 stop = StopReason::MaxTokens;
                 break;
             }
-            let pos = self.cached.len();
-            logits = match self.model.forward(&[tok], pos) {
-                Ok(l) => l,
-                Err(e) => {
-                    self.model.truncate_cache(0);
-                    self.cached.clear();
-                    return Err(e);
-                }
-            };
-            self.cached.push(tok);
+            logits = self.step(&step)?;
         }
         timings.generated_tokens = out.len();
         timings.decode_s = t_dec.elapsed().as_secs_f64();
@@ -434,6 +451,23 @@ impl Engine {
         // time, which a cold run of a prompt holding the same text would not do.
         self.cached.truncate(ids.len().min(self.cached.len()));
         Ok(Generation { text, tokens: out, stop_reason: stop, timings })
+    }
+
+    /// Runs generated tokens after the cache and returns the logits after the last; on failure the
+    /// cache is cleared (its state is unknown).
+    fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LlmError> {
+        let pos = self.cached.len();
+        match self.model.forward(tokens, pos) {
+            Ok(l) => {
+                self.cached.extend_from_slice(tokens);
+                Ok(l)
+            }
+            Err(e) => {
+                self.model.truncate_cache(0);
+                self.cached.clear();
+                Err(e)
+            }
+        }
     }
 
     fn apply_repeat_penalty(&self, logits: &mut [f32], out: &[u32], opts: &GenerateOptions) {

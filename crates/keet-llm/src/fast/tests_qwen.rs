@@ -241,6 +241,33 @@ fn qwen2_prefix_reuse_and_scalar_kernels_agree() {
     assert!(d < 1e-2 && argmax(&a) == argmax(&b), "decode step: scalar differs by {d}");
 }
 
+/// Joining whole chunks into one batched forward changes nothing: the logits and the KV cache of
+/// a 150-token prompt run as one call equal those of the same prompt run chunk by chunk, bit for
+/// bit, and so does a continuation from a reused, chunk-aligned prefix.
+#[test]
+fn batched_chunks_match_chunk_by_chunk_bit_for_bit() {
+    let bytes = synthetic_qwen_gguf("qwen2");
+    let p: Vec<u32> = (0..150).map(|i| ((11 + i * 37) % VOCAB) as u32).collect();
+    let chunk = crate::model::chunk_size();
+    let mut by_chunk = load_fast(&bytes, 2);
+    let mut last = Vec::new();
+    for (c, piece) in p.chunks(chunk).enumerate() {
+        last = by_chunk.run(piece, c * chunk).unwrap();
+    }
+    let mut batched = load_fast(&bytes, 2);
+    let joined = batched.forward(&p, 0).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&last), bits(&joined), "one batched call changed the prompt logits");
+    for (a, b) in by_chunk.layers.iter().zip(&batched.layers) {
+        assert_eq!(a.v[..p.len() * KV_HEADS * HEAD_DIM], b.v[..p.len() * KV_HEADS * HEAD_DIM], "values differ");
+        assert_eq!(a.kt, b.kt, "keys differ");
+    }
+    // continue from the first two chunks with the rest of the prompt as one call: as cold
+    batched.truncate_cache(2 * chunk);
+    let warm = batched.forward(&p[2 * chunk..], 2 * chunk).unwrap();
+    assert_eq!(bits(&warm), bits(&joined), "a batched continuation changed the logits");
+}
+
 /// The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) when installed in keet's models folder,
 /// or the file `KEET_TEST_QWEN` names.
 fn installed_qwen() -> Option<std::path::PathBuf> {
