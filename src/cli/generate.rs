@@ -99,6 +99,8 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<i32> {
             "prompt_tokens": t.prompt_tokens,
             "generated_tokens": t.generated_tokens,
             "forced_tokens": t.forced_tokens,
+            "drafted_tokens": t.drafted_tokens,
+            "draft_hits": t.draft_hits,
             "prompt_tok_s": round1(t.prompt_tok_s()),
             "decode_tok_s": round1(t.decode_tok_s()),
             "mask_us_mean": if t.mask_us.is_empty() { None } else { Some(round1(t.mask_us.iter().sum::<f64>() / t.mask_us.len() as f64)) },

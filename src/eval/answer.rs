@@ -3,9 +3,11 @@
 //!
 //! Cost: the prompt is the system prompt, then the context, then the question, so every question
 //! about one context shares the longest possible prefix. Questions are asked grouped by format,
-//! then by context (every seed's questions about it together), and the engine reuses the KV state
-//! of the longest prefix it already holds: each context is prefilled once per format and each
-//! question runs only its own tokens (plus at most one chunk of alignment). The letter is the
+//! then by context, then in the order of their text (so a question asked under several seeds, and
+//! questions that differ only in the kernel they name, follow each other), and the engine reuses the
+//! KV state of the longest prefix it already holds: each context is prefilled once per format and
+//! each question runs only the tokens that differ from the question before (the fast engine reuses
+//! any prefix; candle's reuse points fall on whole chunks). The letter is the
 //! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
 //! decoding under a grammar that admits exactly one letter.
 
@@ -62,14 +64,17 @@ impl Plan {
     }
 }
 
-/// Orders the prompts (format, then context, then seed and question) and counts their tokens with
-/// the model's tokenizer.
+/// Orders the prompts (format, then context, then question text and seed) and counts their tokens
+/// with the model's tokenizer.
 pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<Plan, EvalError> {
     let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
     let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
     let mut order: Vec<usize> = (0..set.questions.len()).collect();
-    order.sort_by_key(|&i| (set.questions[i].context, set.questions[i].seed, i));
-    let chunk = crate::llm::loader::chunk_size();
+    order.sort_by(|&a, &b| {
+        let (qa, qb) = (&set.questions[a], &set.questions[b]);
+        (qa.context, &qa.question, qa.seed, a).cmp(&(qb.context, &qb.question, qb.seed, b))
+    });
+    let granularity = engine.reuse_granularity();
     let mut jobs = Vec::with_capacity(order.len() * conditions.len());
     let mut truncated = 0;
     let mut previous: Vec<u32> = Vec::new();
@@ -85,7 +90,7 @@ pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<
             let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
             let ids = engine.prompt_tokens(&messages)?;
             let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
-            let expected_reuse = common.min(ids.len().saturating_sub(1)) / chunk * chunk;
+            let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
             jobs.push(Job { condition: c, question: i, messages, tokens: ids.len(), expected_reuse });
             previous = ids;
         }

@@ -129,3 +129,36 @@ fn forced_tokens_are_appended_not_sampled() {
     );
     assert_eq!(g.tokens.len(), t.generated_tokens);
 }
+
+/// Prompt lookup: decoding with drafts copied from the prompt writes exactly what it writes without
+/// them, greedy or sampled (the drafts are checked with the logits one-token-at-a-time decoding
+/// computes, and each position's choice uses the same random draw), and
+/// a sentence the answer copies from the prompt is mostly drafted tokens that decoding then chose.
+#[test]
+fn drafted_tokens_change_nothing_and_pay_on_copies() {
+    if llm_support::skip() {
+        return;
+    }
+    let mut e = llm_support::engine();
+    let sentence = "Every warp of this kernel waits on global memory loads that miss in the L2 cache.";
+    let schema = json!({"type": "object", "properties": {"sentence": {"type": "string", "maxLength": 120}},
+        "required": ["sentence"], "additionalProperties": false});
+    let prompt = format!("Copy this sentence into the JSON field \"sentence\", word for word: {sentence}");
+    let messages = [ChatMessage::user(prompt)];
+    let plain = GenerateOptions { max_tokens: 60, lookahead: 0, ..Default::default() };
+    let drafting = GenerateOptions { lookahead: 8, ..plain.clone() };
+    let a = e.generate(&messages, &plain, Some(&schema)).unwrap();
+    let b = e.generate(&messages, &drafting, Some(&schema)).unwrap();
+    assert_eq!(a.tokens, b.tokens, "drafts changed the output:\n{}\n{}", a.text, b.text);
+    assert_eq!(a.timings.drafted_tokens, 0);
+    // sampling: each position draws from the same logits with the same random numbers
+    let sampled = GenerateOptions { temperature: 0.9, top_p: 0.95, seed: 5, ..plain.clone() };
+    let c = e.generate(&messages, &sampled, Some(&schema)).unwrap();
+    let d = e.generate(&messages, &GenerateOptions { lookahead: 8, ..sampled }, Some(&schema)).unwrap();
+    assert_eq!(c.tokens, d.tokens, "drafts changed the sampled output:\n{}\n{}", c.text, d.text);
+    let t = &b.timings;
+    assert!(t.draft_hits <= t.drafted_tokens && t.draft_hits < t.generated_tokens);
+    if b.text.contains(&sentence[..40]) {
+        assert!(t.draft_hits >= 8, "a copied sentence but {} of {} drafts taken: {}", t.draft_hits, t.drafted_tokens, b.text);
+    }
+}

@@ -46,6 +46,13 @@ pub struct GenerateOptions {
     pub repeat_last_n: usize,
     /// Also end generation on these token ids (the model's end tokens always end it).
     pub extra_stop_ids: Vec<u32>,
+    /// Decoding drafts up to this many tokens by copying what followed the last tokens where they
+    /// occur earlier in the prompt or output (prompt lookup), and runs them in one forward pass on a
+    /// model whose per-token logits are exact ([`CausalLm::max_lookahead`]). Each position's token
+    /// is then chosen from the same logits, with the same random draws, as without drafts, and a
+    /// draft counts only where it equals that choice: the text is the same, and copied spans cost
+    /// a fraction of a decode step per token. 0 = off.
+    pub lookahead: usize,
 }
 
 impl Default for GenerateOptions {
@@ -58,8 +65,17 @@ impl Default for GenerateOptions {
             repeat_penalty: 1.1,
             repeat_last_n: 64,
             extra_stop_ids: Vec::new(),
+            lookahead: default_lookahead(),
         }
     }
+}
+
+/// Drafted tokens per check: 8 (a decode step of up to 8 tokens costs about 2.3 single steps on
+/// the default model, its K-quant blocks unpacked once for all), or `KEET_LOOKAHEAD` (0 turns
+/// prompt lookup off, for comparisons).
+fn default_lookahead() -> usize {
+    static L: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L.get_or_init(|| std::env::var("KEET_LOOKAHEAD").ok().and_then(|v| v.parse().ok()).unwrap_or(8))
 }
 
 /// Why generation stopped.
@@ -90,6 +106,10 @@ pub struct Timings {
     /// Of those, tokens the grammar forced (its only choice), appended without sampling and run
     /// through the model as one batch with the sampled token before them.
     pub forced_tokens: usize,
+    /// Tokens drafted by prompt lookup ([`GenerateOptions::lookahead`]), and of those, the ones
+    /// decoding then chose (whose forward pass was already done).
+    pub drafted_tokens: usize,
+    pub draft_hits: usize,
     /// Seconds spent in decode steps (model + mask + sampling).
     pub decode_s: f64,
     /// Constraint-mask computation time per generated token, microseconds (empty when unconstrained).
@@ -310,26 +330,33 @@ impl Engine {
         self.generate_tokens(&ids, None, opts, schema)
     }
 
+    /// Reuse points of the model's KV cache fall on multiples of this many tokens (1: anywhere).
+    pub fn reuse_granularity(&self) -> usize {
+        self.model.reuse_granularity().max(1)
+    }
+
     /// Runs the prompt, reusing the longest prefix already in the KV cache; returns the logits of the
-    /// last prompt token and how many tokens were reused. Reuse points and snapshots sit at multiples
-    /// of the model's chunk size, so a reused prefix holds exactly the KV values a cold run computes:
-    /// the output never depends on earlier requests.
+    /// last prompt token and how many tokens were reused. The model says how much of the common
+    /// prefix holds exactly the KV values a cold run computes ([`CausalLm::reusable_prefix`]: chunk
+    /// multiples for candle, any position the fast engine computed on its prompt path), so the
+    /// output never depends on earlier requests.
     fn prefill(&mut self, ids: &[u32], boundary: Option<usize>) -> Result<(Vec<f32>, usize), LlmError> {
-        let g = loader::chunk_size();
+        let g = self.reuse_granularity();
         let common = self.cached.iter().zip(ids.iter()).take_while(|(a, b)| a == b).count();
         // At least one token must run to get logits.
-        let reuse = common.min(ids.len() - 1) / g * g;
+        let reuse = self.model.reusable_prefix(common.min(ids.len() - 1));
         self.model.truncate_cache(reuse);
         self.cached.truncate(reuse);
         let mut pos = reuse;
-        // Keep a snapshot where the last message starts (system prompt and earlier turns).
-        if let Some(b) = boundary.map(|b| b / g * g).filter(|&b| b > pos && b < ids.len()) {
-            self.model.forward(&ids[pos..b], pos)?;
+        // Keep a snapshot where the last message starts (system prompt and earlier turns), for a
+        // model whose cache returns to a snapshot (one that truncates in place needs none).
+        if let Some(b) = boundary.map(|b| b / g * g).filter(|&b| g > 1 && b > pos && b < ids.len()) {
+            self.model.forward_prompt(&ids[pos..b], pos)?;
             self.cached.extend_from_slice(&ids[pos..b]);
             self.model.checkpoint();
             pos = b;
         }
-        let logits = self.model.forward(&ids[pos..], pos)?;
+        let logits = self.model.forward_prompt(&ids[pos..], pos)?;
         self.cached.extend_from_slice(&ids[pos..]);
         Ok((logits, reuse))
     }
@@ -378,6 +405,9 @@ impl Engine {
         let mut out: Vec<u32> = Vec::new();
         let stop;
         let t_dec = Instant::now();
+        let lookahead = opts.lookahead.min(self.model.max_lookahead());
+        // Drafted tokens already run through the model, each with the logits after it.
+        let mut ahead: std::collections::VecDeque<(u32, Vec<f32>)> = std::collections::VecDeque::new();
         // Tokens the grammar forces at the start run as one batch before the first sampled token.
         if let Some(m) = matcher.as_mut() {
             let forced = m.consume_ff_tokens();
@@ -418,9 +448,23 @@ impl Engine {
                 break;
             }
             out.push(tok);
+            // A drafted token that decoding chose is already in the KV cache, with its logits; a
+            // draft that went another way is dropped from the cache with everything after it.
+            let drafted = match ahead.pop_front() {
+                Some((d, l)) if d == tok => Some(l),
+                Some(_) => {
+                    let keep = self.cached.len() - ahead.len() - 1;
+                    ahead.clear();
+                    self.model.truncate_cache(keep);
+                    self.cached.truncate(keep);
+                    None
+                }
+                None => None,
+            };
+            timings.draft_hits += drafted.is_some() as usize;
             // The sampled token, then whatever the grammar forces after it (a key, the rest of an
             // enum value, a closing quote): all of them run through the model as one batch.
-            let mut step = vec![tok];
+            let mut step = if drafted.is_some() { Vec::new() } else { vec![tok] };
             if let Some(m) = matcher.as_mut() {
                 m.consume_token(tok).map_err(|e| err(format!("constraint: {e}")))?;
                 if m.is_stopped() {
@@ -442,7 +486,46 @@ impl Engine {
                 stop = StopReason::MaxTokens;
                 break;
             }
-            logits = self.step(&step)?;
+            if !step.is_empty() && !ahead.is_empty() {
+                // forced tokens follow a drafted one: the rest of the draft is stale
+                let keep = self.cached.len() - ahead.len();
+                ahead.clear();
+                self.model.truncate_cache(keep);
+                self.cached.truncate(keep);
+            }
+            if step.is_empty() {
+                if let Some(l) = drafted {
+                    logits = l;
+                }
+                if !ahead.is_empty() {
+                    continue;
+                }
+                // the whole draft was taken: draft again from here (the logits are current)
+            }
+            let room = opts.max_tokens.saturating_sub(out.len()).min(ctx.saturating_sub(self.cached.len() + step.len() + 2));
+            let draft = if lookahead > 0 && step.len() < lookahead {
+                let mut history = Vec::with_capacity(ids.len() + out.len());
+                history.extend_from_slice(ids);
+                history.extend_from_slice(&out);
+                prompt_lookup(&history, (lookahead - step.len()).min(room))
+            } else {
+                Vec::new()
+            };
+            if draft.is_empty() {
+                if !step.is_empty() {
+                    logits = self.step(&step)?;
+                }
+                continue;
+            }
+            let mut run = step.clone();
+            run.extend_from_slice(&draft);
+            let mut each = self.step_each(&run)?;
+            timings.drafted_tokens += draft.len();
+            let after_draft = each.split_off(step.len());
+            if let Some(l) = each.pop() {
+                logits = l;
+            }
+            ahead = draft.into_iter().zip(after_draft).collect();
         }
         timings.generated_tokens = out.len();
         timings.decode_s = t_dec.elapsed().as_secs_f64();
@@ -451,6 +534,22 @@ impl Engine {
         // time, which a cold run of a prompt holding the same text would not do.
         self.cached.truncate(ids.len().min(self.cached.len()));
         Ok(Generation { text, tokens: out, stop_reason: stop, timings })
+    }
+
+    /// Like [`Engine::step`], with the logits after each token ([`CausalLm::forward_each`]).
+    fn step_each(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let pos = self.cached.len();
+        match self.model.forward_each(tokens, pos) {
+            Ok(l) => {
+                self.cached.extend_from_slice(tokens);
+                Ok(l)
+            }
+            Err(e) => {
+                self.model.truncate_cache(0);
+                self.cached.clear();
+                Err(e)
+            }
+        }
     }
 
     /// Runs generated tokens after the cache and returns the logits after the last; on failure the
@@ -613,4 +712,28 @@ fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
         }
     }
     probs.last().map(|p| p.0).unwrap_or_else(|| argmax(logits))
+}
+
+/// Prompt lookup: the tokens that followed the latest earlier occurrence of the last three (else
+/// two) tokens of `history`, at most `max` of them. Empty when the tail occurs nowhere before.
+fn prompt_lookup(history: &[u32], max: usize) -> Vec<u32> {
+    if max == 0 {
+        return Vec::new();
+    }
+    for n in [3usize, 2] {
+        if history.len() <= n {
+            continue;
+        }
+        let tail = &history[history.len() - n..];
+        // latest occurrence that ends before the tail itself and has a token after it
+        let found = (0..history.len() - n).rev().find(|&i| &history[i..i + n] == tail);
+        if let Some(i) = found {
+            let from = i + n;
+            let to = (from + max).min(history.len());
+            if to > from {
+                return history[from..to].to_vec();
+            }
+        }
+    }
+    Vec::new()
 }

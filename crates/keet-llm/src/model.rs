@@ -43,11 +43,41 @@ pub trait CausalLm: Send {
     fn weight_bytes(&self) -> Option<WeightBytes> {
         None
     }
+    /// Like [`CausalLm::forward`], for prompt tokens: an implementation may take a path whose
+    /// values do not depend on how a prompt was split across calls (see
+    /// [`CausalLm::reusable_prefix`]).
+    fn forward_prompt(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        self.forward(tokens, start_pos)
+    }
+    /// How many leading positions of the KV cache a prompt whose first `common` tokens equal the
+    /// cached ones may keep: positions whose KV values are, bit for bit, what a cold run of that
+    /// prompt computes, so that reuse never changes an answer. Default: `common` rounded down to
+    /// [`CausalLm::reuse_granularity`] (prompts run in chunks aligned to it).
+    fn reusable_prefix(&self, common: usize) -> usize {
+        let granularity = self.reuse_granularity().max(1);
+        common / granularity * granularity
+    }
+    /// Reuse points fall on multiples of this many tokens (1: any position). Default: [`chunk_size`].
+    fn reuse_granularity(&self) -> usize {
+        chunk_size()
+    }
+    /// How many tokens [`CausalLm::forward_each`] takes in one call with, for each, the very logits
+    /// one-token-at-a-time decoding gives (so that checking drafted tokens never changes what greedy
+    /// decoding writes). 0: no drafts.
+    fn max_lookahead(&self) -> usize {
+        0
+    }
+    /// The logits after each of `tokens` (at most [`CausalLm::max_lookahead`]), appended to the KV
+    /// cache as decode steps would append them. Default: one token at a time.
+    fn forward_each(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+        tokens.iter().enumerate().map(|(i, &t)| self.forward(&[t], start_pos + i)).collect()
+    }
 }
 
-/// Tokens handed to the model per call. Prompts always run in chunks at multiples of this size from
+/// Tokens handed to a candle model per call. Its prompts run in chunks at multiples of this size from
 /// position 0, so a KV prefix restored from a snapshot equals the one a cold run computes, bit for bit
-/// (prefix reuse never changes the output). The engine aligns its reuse points to it.
+/// (prefix reuse never changes the output), and the engine aligns its reuse points to it (the default
+/// [`CausalLm::reuse_granularity`]). The fast engine reuses any prefix of its prompt path.
 pub const CHUNK: usize = 32;
 
 /// The prompt chunk size in force: [`CHUNK`], or `KEET_PREFILL_CHUNK` (for experiments).

@@ -233,6 +233,69 @@ pub fn dot_rows(fmt: KType, w: &[u8], k: usize, qs: &[i8], d: &[f32], bsums: &[i
     }
 }
 
+/// Most tokens [`dot_rows_tokens`] takes in one call.
+pub const MAX_DOT_TOKENS: usize = 8;
+
+/// [`dot_rows`] for `t_n` (at most [`MAX_DOT_TOKENS`]) Q8_K vectors at once, token-major (`qs`
+/// `t_n * k`, `d` `t_n * nb`, `bsums` `t_n * nb * 16`): `out[t * ldo + r]` is, bit for bit, what
+/// [`dot_rows`] gives for row `r` and vector `t` alone (the same operations per token, in the same
+/// order), but each block of weights is unpacked once for all the vectors. A decode step's logits
+/// therefore do not depend on how many tokens ran with it (what lets drafted tokens be checked in
+/// one pass), and a few tokens cost little more than one.
+#[allow(clippy::too_many_arguments)]
+pub fn dot_rows_tokens(
+    fmt: KType,
+    w: &[u8],
+    rows: usize,
+    k: usize,
+    qs: &[i8],
+    d: &[f32],
+    bsums: &[i16],
+    t_n: usize,
+    out: &mut [f32],
+    ldo: usize,
+    simd: bool,
+) {
+    let nb = k / QK_K;
+    let rb = nb * fmt.block_bytes();
+    assert!(t_n <= MAX_DOT_TOKENS && k % QK_K == 0 && w.len() >= rows * rb && ldo >= rows);
+    assert!(qs.len() >= t_n * k && d.len() >= t_n * nb && bsums.len() >= t_n * nb * 16);
+    assert!(t_n == 0 || out.len() >= (t_n - 1) * ldo + rows);
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        let mut per_token = [0f32; MAX_DOT_TOKENS];
+        for r in 0..rows {
+            let row = &w[r * rb..(r + 1) * rb];
+            // SAFETY: `simd` is only true when `cpu::has_avx2()` holds; `row` holds `nb` whole
+            // blocks and the activations `t_n` vectors of `nb` blocks (asserted above).
+            unsafe {
+                match fmt {
+                    KType::Q4K => avx::dot_q4k_tokens(row, nb, qs, d, bsums, t_n, &mut per_token),
+                    KType::Q5K => avx::dot_q5k_tokens(row, nb, qs, d, bsums, t_n, &mut per_token),
+                    KType::Q6K => avx::dot_q6k_tokens(row, nb, qs, d, bsums, t_n, &mut per_token),
+                }
+            }
+            for (t, v) in per_token[..t_n].iter().enumerate() {
+                out[t * ldo + r] = *v;
+            }
+        }
+        return;
+    }
+    for t in 0..t_n {
+        let o = &mut out[t * ldo..t * ldo + rows];
+        dot_rows(
+            fmt,
+            &w[..rows * rb],
+            k,
+            &qs[t * k..(t + 1) * k],
+            &d[t * nb..(t + 1) * nb],
+            &bsums[t * nb * 16..(t + 1) * nb * 16],
+            o,
+            simd,
+        );
+    }
+}
+
 /// Prompt GEMM in quantized form: `out[r * ldo + t] = w[r] · x[t]` for the `rows` rows of `w`
 /// (plain layout, `k` wide) and the first `t_n` vectors of `a` (Q8_K, token-major). Each block of
 /// a row is unpacked once and multiplied with every token, so the integer dot products run at
@@ -602,6 +665,180 @@ mod avx {
         }
         hsum(acc)
     }
+
+    /// [`dot_q4k`] for `t_n` token vectors: the weight side of each block once, then per token
+    /// exactly the operations of [`dot_q4k`] in its order.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q4k_tokens(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16], t_n: usize, out: &mut [f32; 8]) {
+        let m4 = _mm256_set1_epi8(0xf);
+        let k = nb * QK_K;
+        let mut acc = [_mm256_setzero_ps(); 8];
+        let mut acc_m = [_mm_setzero_ps(); 8];
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q4K_BYTES);
+            prefetch_ahead(x, super::Q4K_BYTES);
+            let (xd, xmin) = (f16_at(x), f16_at(x.add(2)));
+            let ms = mins_and_scales(x.add(4));
+            let sc128 = _mm256_castsi256_si128(ms);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let mut wl = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 4];
+            let mut wh = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 4];
+            let mut q4 = x.add(16);
+            for j in 0..QK_K / 64 {
+                let scale_l = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j].as_ptr() as *const __m256i));
+                let scale_h = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j + 1].as_ptr() as *const __m256i));
+                let q4bits = _mm256_loadu_si256(q4 as *const __m256i);
+                q4 = q4.add(32);
+                wl[j] = (scale_l, _mm256_and_si256(q4bits, m4));
+                wh[j] = (scale_h, _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4));
+            }
+            for t in 0..t_n {
+                let yd = *d.get_unchecked(t * nb + b);
+                let dd = yd * xd;
+                let dmin = -yd * xmin;
+                let prod = min_products(ms, bsums.as_ptr().add((t * nb + b) * 16));
+                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
+                let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..QK_K / 64 {
+                    let q8l = _mm256_loadu_si256(q8 as *const __m256i);
+                    let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                    q8 = q8.add(64);
+                    let pl = _mm256_madd_epi16(wl[j].0, _mm256_maddubs_epi16(wl[j].1, q8l));
+                    let ph = _mm256_madd_epi16(wh[j].0, _mm256_maddubs_epi16(wh[j].1, q8h));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+                }
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+        for t in 0..t_n {
+            let m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[t] = hsum(acc[t]) + _mm_cvtss_f32(m);
+        }
+    }
+
+    /// [`dot_q5k`] for `t_n` token vectors (see [`dot_q4k_tokens`]).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q5k_tokens(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16], t_n: usize, out: &mut [f32; 8]) {
+        let m4 = _mm256_set1_epi8(0xf);
+        let mone = _mm256_set1_epi8(1);
+        let k = nb * QK_K;
+        let mut acc = [_mm256_setzero_ps(); 8];
+        let mut acc_m = [_mm_setzero_ps(); 8];
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q5K_BYTES);
+            prefetch_ahead(x, super::Q5K_BYTES);
+            let (xd, xmin) = (f16_at(x), f16_at(x.add(2)));
+            let ms = mins_and_scales(x.add(4));
+            let sc128 = _mm256_castsi256_si128(ms);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let hbits = _mm256_loadu_si256(x.add(16) as *const __m256i);
+            let mut q5 = x.add(48);
+            let mut hmask = mone;
+            let mut w0 = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 4];
+            let mut w1 = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 4];
+            for j in 0..QK_K / 64 {
+                let scale_0 = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j].as_ptr() as *const __m256i));
+                let scale_1 = _mm256_shuffle_epi8(scales, _mm256_loadu_si256(SHUF_K4[2 * j + 1].as_ptr() as *const __m256i));
+                let q5bits = _mm256_loadu_si256(q5 as *const __m256i);
+                q5 = q5.add(32);
+                let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), _mm256_set1_epi8(16));
+                hmask = _mm256_slli_epi16(hmask, 1);
+                let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, hmask), hmask), _mm256_set1_epi8(16));
+                hmask = _mm256_slli_epi16(hmask, 1);
+                w0[j] = (scale_0, _mm256_add_epi8(_mm256_and_si256(q5bits, m4), h0));
+                w1[j] = (scale_1, _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), h1));
+            }
+            for t in 0..t_n {
+                let yd = *d.get_unchecked(t * nb + b);
+                let dd = yd * xd;
+                let dmin = -yd * xmin;
+                let prod = min_products(ms, bsums.as_ptr().add((t * nb + b) * 16));
+                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
+                let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..QK_K / 64 {
+                    let q8_0 = _mm256_loadu_si256(q8 as *const __m256i);
+                    let q8_1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                    q8 = q8.add(64);
+                    let p0 = _mm256_madd_epi16(w0[j].0, _mm256_maddubs_epi16(w0[j].1, q8_0));
+                    let p1 = _mm256_madd_epi16(w1[j].0, _mm256_maddubs_epi16(w1[j].1, q8_1));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+                }
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+        for t in 0..t_n {
+            let m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[t] = hsum(acc[t]) + _mm_cvtss_f32(m);
+        }
+    }
+
+    /// [`dot_q6k`] for `t_n` token vectors (see [`dot_q4k_tokens`]).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_q6k_tokens(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16], t_n: usize, out: &mut [f32; 8]) {
+        let m4 = _mm256_set1_epi8(0xf);
+        let m2 = _mm256_set1_epi8(3);
+        let k = nb * QK_K;
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for b in 0..nb {
+            let x = row.as_ptr().add(b * super::Q6K_BYTES);
+            prefetch_ahead(x, super::Q6K_BYTES);
+            let xd = f16_at(x.add(208));
+            let mut q4 = x;
+            let mut qh = x.add(128);
+            let scales = _mm_loadu_si128(x.add(192) as *const __m128i);
+            let scales16 = _mm256_cvtepi8_epi16(scales);
+            // per half: the four 32-weight vectors and their scales (i16)
+            let mut wq = [_mm256_setzero_si256(); 8];
+            let mut ws = [_mm256_setzero_si256(); 8];
+            for j in 0..QK_K / 128 {
+                let is = j * 4;
+                let sh = |i: usize| _mm_loadu_si128(SHUF_Q6[i].as_ptr() as *const __m128i);
+                for i in 0..4 {
+                    ws[is + i] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, sh(is + i)));
+                }
+                let q4bits1 = _mm256_loadu_si256(q4 as *const __m256i);
+                let q4bits2 = _mm256_loadu_si256(q4.add(32) as *const __m256i);
+                q4 = q4.add(64);
+                let q4bits_h = _mm256_loadu_si256(qh as *const __m256i);
+                qh = qh.add(32);
+                let q4h_0 = _mm256_slli_epi16(_mm256_and_si256(q4bits_h, m2), 4);
+                let q4h_1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 2), m2), 4);
+                let q4h_2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 4), m2), 4);
+                let q4h_3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q4bits_h, 6), m2), 4);
+                wq[is] = _mm256_or_si256(_mm256_and_si256(q4bits1, m4), q4h_0);
+                wq[is + 1] = _mm256_or_si256(_mm256_and_si256(q4bits2, m4), q4h_1);
+                wq[is + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits1, 4), m4), q4h_2);
+                wq[is + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits2, 4), m4), q4h_3);
+            }
+            for (t, acc_t) in acc.iter_mut().enumerate().take(t_n) {
+                let dd = *d.get_unchecked(t * nb + b) * xd;
+                let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..QK_K / 128 {
+                    let is = j * 4;
+                    let mut p = [_mm256_setzero_si256(); 4];
+                    for (i, p_i) in p.iter_mut().enumerate() {
+                        let a = _mm256_loadu_si256(q8.add(32 * i) as *const __m256i);
+                        *p_i = _mm256_madd_epi16(ws[is + i], _mm256_maddubs_epi16(wq[is + i], a));
+                    }
+                    q8 = q8.add(128);
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[0], p[1]));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[2], p[3]));
+                }
+                let bs = _mm256_loadu_si256(bsums.as_ptr().add((t * nb + b) * 16) as *const __m256i);
+                let offset = _mm256_madd_epi16(scales16, bs);
+                sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+                *acc_t = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), *acc_t);
+            }
+        }
+        for (o, a) in out.iter_mut().zip(&acc).take(t_n) {
+            *o = hsum(*a);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -720,6 +957,35 @@ pub(super) mod tests {
                             "{fmt:?} simd={simd} r={r} t={t}: {got} vs {}",
                             want[r]
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Several tokens at once give each token, bit for bit, what one token alone gives.
+    #[test]
+    fn dot_rows_tokens_equals_dot_rows_bit_for_bit() {
+        let simd = super::super::cpu::has_avx2();
+        for fmt in [KType::Q4K, KType::Q5K, KType::Q6K] {
+            let (rows, k) = (5, 768);
+            let nb = k / QK_K;
+            let w = quantize(fmt, &rng_values(41, rows * k, 0.3));
+            for t_n in [1, 3, MAX_DOT_TOKENS] {
+                let x = rng_values(43 + t_n as u64, t_n * k, 2.0);
+                let mut a = QActK::default();
+                a.quantize(&x);
+                for simd in [false, simd] {
+                    let ldo = rows + 2;
+                    let mut out = vec![f32::NAN; t_n * ldo];
+                    dot_rows_tokens(fmt, &w, rows, k, &a.qs, &a.d, &a.bsums, t_n, &mut out, ldo, simd);
+                    for t in 0..t_n {
+                        let mut want = vec![0f32; rows];
+                        let (qs, d, bs) = (&a.qs[t * k..(t + 1) * k], &a.d[t * nb..(t + 1) * nb], &a.bsums[t * nb * 16..(t + 1) * nb * 16]);
+                        dot_rows(fmt, &w, k, qs, d, bs, &mut want, simd);
+                        let got: Vec<u32> = out[t * ldo..t * ldo + rows].iter().map(|v| v.to_bits()).collect();
+                        let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(got, want, "{fmt:?} simd={simd} t_n={t_n} t={t}");
                     }
                 }
             }

@@ -43,10 +43,13 @@ use kernels::{QAct, QType, QK};
 use kquants::{QActK, QK_K};
 use pool::{Pool, SyncPtr};
 
-/// Calls with at most this many tokens use the integer (decode) path; more use the f32 GEMM path.
+/// Calls with at most this many tokens use the token-major (decode) path, unless they are prompt
+/// tokens; more use the batched GEMM path.
 const SMALL_T: usize = 8;
+// a token-major step's K-quant products take all its tokens at once
+const _: () = assert!(SMALL_T <= kquants::MAX_DOT_TOKENS);
 
-/// Most prompt tokens run in one batched forward (whole chunks joined, see `FastLlama::forward`):
+/// Most prompt tokens run in one batched forward (see `FastLlama::forward_prompt`):
 /// 128, or `KEET_PREFILL_BATCH` (for experiments). Longer batches unpack the weights less often but
 /// spill the activations out of L2 (measured on the default model, 2,162-token prompt: chunk-sized
 /// batches of 32 tokens 61 tok/s, 64 and 128 70-72, 512 60).
@@ -319,6 +322,9 @@ pub struct FastLlama {
     sin: Vec<f32>,
     inv_freq: Vec<f32>,
     len: usize,
+    /// Leading cache positions computed on the batched path from position 0 on: exactly what a
+    /// cold prompt computes, whatever the calls were (see [`FastLlama::forward_prompt`]).
+    exact: usize,
     pool: Pool,
     simd: bool,
     /// Prompts of more than 8 tokens with f32 activations for every format (a reference).
@@ -485,6 +491,7 @@ impl FastLlama {
             sin: Vec::new(),
             inv_freq,
             len: 0,
+            exact: 0,
             pool: Pool::new(threads.max(1)),
             simd: kernels::has_avx2(),
             f32_prompt: false,
@@ -608,7 +615,15 @@ impl FastLlama {
         Ok(())
     }
 
-    fn run(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+    /// Runs `tokens` on the batched path (`batched`) or the token-major one, and returns the last
+    /// token's logits.
+    fn run(&mut self, tokens: &[u32], start_pos: usize, batched: bool) -> Result<Vec<f32>, LlmError> {
+        self.run_logits(tokens, start_pos, batched, false)
+    }
+
+    /// Like [`FastLlama::run`]; with `each` (token-major path only), the logits after every token,
+    /// one vocabulary-long row per token.
+    fn run_logits(&mut self, tokens: &[u32], start_pos: usize, batched: bool, each: bool) -> Result<Vec<f32>, LlmError> {
         if tokens.is_empty() {
             return Err(msg("fast llama: forward called with no tokens"));
         }
@@ -621,16 +636,32 @@ impl FastLlama {
         for l in &mut self.layers {
             l.reserve(kv_dim, start_pos + tokens.len());
         }
-        let last = if tokens.len() <= SMALL_T { self.forward_small(tokens, start_pos)? } else { self.forward_batch(tokens, start_pos)? };
+        let dim = self.cfg.dim;
+        let hidden = if batched {
+            self.forward_batch(tokens, start_pos)?
+        } else {
+            let all = self.forward_small(tokens, start_pos)?;
+            if each {
+                all
+            } else {
+                all[all.len() - dim..].to_vec()
+            }
+        };
         self.len = start_pos + tokens.len();
-        // final norm + output projection of the last token only
-        let mut xn = vec![0f32; self.cfg.dim];
-        rms_norm(&last, &self.out_norm, self.cfg.eps, &mut xn);
+        if batched && self.exact == start_pos {
+            self.exact = self.len;
+        }
+        // final norm + output projection of the last token (or of each, the same per token)
+        let rows = hidden.len() / dim;
+        let mut xn = vec![0f32; hidden.len()];
+        for (h, n) in hidden.chunks_exact(dim).zip(xn.chunks_exact_mut(dim)) {
+            rms_norm(h, &self.out_norm, self.cfg.eps, n);
+        }
         let out = self.output_parts();
         let mut acts = Acts::default();
-        acts.quantize(&xn, self.cfg.dim, out);
-        let mut logits = vec![0f32; set_rows(out)];
-        gemv(&self.pool, out, &acts, 1, &mut logits, self.simd);
+        acts.quantize(&xn, dim, out);
+        let mut logits = vec![0f32; rows * set_rows(out)];
+        gemv(&self.pool, out, &acts, rows, &mut logits, self.simd);
         Ok(logits)
     }
 
@@ -640,6 +671,7 @@ impl FastLlama {
     }
 
     fn truncate(&mut self, len: usize) {
+        self.exact = self.exact.min(len);
         if len < self.len {
             let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
             for l in &mut self.layers {
@@ -649,7 +681,8 @@ impl FastLlama {
         }
     }
 
-    /// Token-major path for a few tokens (decode). Returns the last token's hidden state.
+    /// Token-major path for a few tokens (decode). Returns every token's hidden state, token after
+    /// token; each token's arithmetic is the same whether it runs alone or with others.
     fn forward_small(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
         let c = self.cfg.clone();
         let t_n = tokens.len();
@@ -707,7 +740,7 @@ impl FastLlama {
                 *xv += ov;
             }
         }
-        Ok(x[(t_n - 1) * c.dim..].to_vec())
+        Ok(x)
     }
 
     /// Feature-major path for many tokens (prompt). Returns the last token's hidden state.
@@ -774,36 +807,59 @@ impl FastLlama {
     }
 }
 
-impl CausalLm for FastLlama {
-    fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
-        // Split at absolute multiples of the prefill chunk, so the path each position takes (batched
-        // f32 or small int8) -- and so its KV values -- never depends on how a prompt was split
-        // across requests: a reused prefix gives exactly what a cold run computes.
-        //
-        // Consecutive pieces longer than SMALL_T all take the batched path, whose arithmetic is the
-        // same for every token whatever the batch holds (tokens lie in their own vector lanes, and
-        // attention reads only each query's own keys), so they run as one batch of up to
-        // `prefill_batch()` tokens: the weights are unpacked once per batch, not once per chunk.
-        let chunk = crate::model::chunk_size().max(1);
-        let batch = prefill_batch().max(chunk);
-        let piece = |pos: usize, rest: usize| ((pos / chunk + 1) * chunk - pos).min(rest);
+impl FastLlama {
+    /// Runs prompt tokens on the batched path, in batches of up to `prefill_batch()` tokens. Its
+    /// arithmetic is the same for every token whatever the batch holds (tokens lie in their own
+    /// vector lanes, activations are quantized per token, and attention reads only each query's own
+    /// keys), so a prompt's KV values and logits never depend on how it was split across calls: a
+    /// prefix reused at any position gives exactly what a cold run computes.
+    pub fn forward_prompt(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        let batch = prefill_batch().max(2 * (SMALL_T + 1));
         let (mut pos, mut i, mut last) = (start_pos, 0, None);
         while i < tokens.len() {
-            let mut n = piece(pos, tokens.len() - i);
-            if n > SMALL_T {
-                while i + n < tokens.len() {
-                    let m = piece(pos + n, tokens.len() - i - n);
-                    if m <= SMALL_T || n + m > batch {
-                        break;
-                    }
-                    n += m;
-                }
+            let rest = tokens.len() - i;
+            let mut n = rest.min(batch);
+            // no short last batch: those few tokens would pay for a whole tile of weights
+            if (1..=SMALL_T).contains(&(rest - n)) {
+                n = rest - (SMALL_T + 1);
             }
-            last = Some(self.run(&tokens[i..i + n], pos)?);
+            last = Some(self.run(&tokens[i..i + n], pos, true)?);
             pos += n;
             i += n;
         }
         last.ok_or_else(|| LlmError::Msg("forward called with no tokens".into()))
+    }
+}
+
+impl CausalLm for FastLlama {
+    /// A few tokens (a decode step, a run of forced tokens) on the token-major path, more as a
+    /// prompt.
+    fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        if tokens.len() <= SMALL_T {
+            self.run(tokens, start_pos, false)
+        } else {
+            self.forward_prompt(tokens, start_pos)
+        }
+    }
+    fn forward_prompt(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        FastLlama::forward_prompt(self, tokens, start_pos)
+    }
+    fn reusable_prefix(&self, common: usize) -> usize {
+        common.min(self.exact)
+    }
+    fn reuse_granularity(&self) -> usize {
+        1
+    }
+    fn max_lookahead(&self) -> usize {
+        SMALL_T
+    }
+    fn forward_each(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+        if tokens.len() > SMALL_T {
+            return Err(msg(format!("fast llama: forward_each takes at most {SMALL_T} tokens, got {}", tokens.len())));
+        }
+        let vocab = set_rows(self.output_parts());
+        let logits = self.run_logits(tokens, start_pos, false, true)?;
+        Ok(logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
     }
     fn truncate_cache(&mut self, len: usize) {
         self.truncate(len);
@@ -970,6 +1026,21 @@ fn gemv(pool: &Pool, parts: &[QMat], acts: &Acts, t_n: usize, out: &mut [f32], s
         let (pi, r0, r1, off) = chunks[ci];
         let w = &parts[pi];
         let rb = w.row_bytes();
+        // A few tokens of a K-quant matrix: each block unpacked once for all of them, each token's
+        // result bit for bit what it gets alone.
+        if let (Some(kind), 2..=kquants::MAX_DOT_TOKENS) = (w.fmt.kind(), t_n) {
+            let a = &acts.k;
+            let rows = r1 - r0;
+            let mut tmp = [0f32; 256 * kquants::MAX_DOT_TOKENS];
+            let tmp = &mut tmp[..rows * t_n];
+            kquants::dot_rows_tokens(kind, &w.data[r0 * rb..r1 * rb], rows, k, &a.qs, &a.d, &a.bsums, t_n, tmp, rows, simd);
+            for (t, res) in tmp.chunks_exact(rows).enumerate() {
+                // SAFETY: chunk `ci` writes only rows off+r0..off+r1 of each token; chunks are
+                // disjoint and `out` (t_n * n long, checked above) outlives the run.
+                unsafe { op.slice(t * n + off + r0, rows) }.copy_from_slice(res);
+            }
+            return;
+        }
         for t in 0..t_n {
             // SAFETY: chunk `ci` writes only rows off+r0..off+r1 of token t; chunks are disjoint
             // and `out` (t_n * n long, checked above) outlives the run.

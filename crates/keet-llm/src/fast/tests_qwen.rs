@@ -241,31 +241,65 @@ fn qwen2_prefix_reuse_and_scalar_kernels_agree() {
     assert!(d < 1e-2 && argmax(&a) == argmax(&b), "decode step: scalar differs by {d}");
 }
 
-/// Joining whole chunks into one batched forward changes nothing: the logits and the KV cache of
-/// a 150-token prompt run as one call equal those of the same prompt run chunk by chunk, bit for
-/// bit, and so does a continuation from a reused, chunk-aligned prefix.
+/// The prompt path does not depend on how a prompt is split across calls: the logits and the KV
+/// cache of a 150-token prompt run as one call equal, bit for bit, those of the same prompt run in
+/// uneven pieces (3, 29, 1, 60 and 57 tokens: tiles of 16 tokens and of 6 queries cut anywhere),
+/// and so does a continuation from a prefix reused at an arbitrary position. A decode step is not
+/// on that path, so reuse stops before it.
 #[test]
-fn batched_chunks_match_chunk_by_chunk_bit_for_bit() {
+fn prompt_path_is_exact_whatever_the_split() {
     let bytes = synthetic_qwen_gguf("qwen2");
     let p: Vec<u32> = (0..150).map(|i| ((11 + i * 37) % VOCAB) as u32).collect();
-    let chunk = crate::model::chunk_size();
-    let mut by_chunk = load_fast(&bytes, 2);
+    let mut cold = load_fast(&bytes, 2);
+    let whole = cold.forward_prompt(&p, 0).unwrap();
+    let mut split = load_fast(&bytes, 2);
     let mut last = Vec::new();
-    for (c, piece) in p.chunks(chunk).enumerate() {
-        last = by_chunk.run(piece, c * chunk).unwrap();
+    let mut at = 0;
+    for n in [3, 29, 1, 60, 57] {
+        last = split.forward_prompt(&p[at..at + n], at).unwrap();
+        at += n;
     }
-    let mut batched = load_fast(&bytes, 2);
-    let joined = batched.forward(&p, 0).unwrap();
+    assert_eq!(at, p.len());
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&last), bits(&joined), "one batched call changed the prompt logits");
-    for (a, b) in by_chunk.layers.iter().zip(&batched.layers) {
+    assert_eq!(bits(&last), bits(&whole), "splitting the prompt changed its logits");
+    for (a, b) in split.layers.iter().zip(&cold.layers) {
         assert_eq!(a.v[..p.len() * KV_HEADS * HEAD_DIM], b.v[..p.len() * KV_HEADS * HEAD_DIM], "values differ");
         assert_eq!(a.kt, b.kt, "keys differ");
     }
-    // continue from the first two chunks with the rest of the prompt as one call: as cold
-    batched.truncate_cache(2 * chunk);
-    let warm = batched.forward(&p[2 * chunk..], 2 * chunk).unwrap();
-    assert_eq!(bits(&warm), bits(&joined), "a batched continuation changed the logits");
+    // reuse at a position that is no multiple of anything, then run the rest as one call
+    assert_eq!(cold.reusable_prefix(77), 77);
+    cold.truncate_cache(77);
+    let warm = cold.forward(&p[77..], 77).unwrap();
+    assert_eq!(bits(&warm), bits(&whole), "a continuation from a reused prefix changed the logits");
+    // a decode step takes the token-major path: a later prompt may reuse only what came before it
+    cold.forward(&[5], p.len()).unwrap();
+    assert_eq!(cold.reusable_prefix(p.len() + 1), p.len());
+}
+
+/// Drafted tokens checked in one call get, each, the very logits (and KV values) decoding them one
+/// at a time gives: what lets greedy decoding check drafts without changing a token.
+#[test]
+fn logits_of_each_token_equal_one_at_a_time() {
+    let bytes = synthetic_qwen_gguf("qwen2");
+    let p: Vec<u32> = (0..40).map(|i| ((5 + i * 13) % VOCAB) as u32).collect();
+    let draft: Vec<u32> = vec![7, 19, 3, 44, 2, 9, 31];
+    let mut one = load_fast(&bytes, 2);
+    one.forward_prompt(&p, 0).unwrap();
+    let singles: Vec<Vec<f32>> = draft.iter().enumerate().map(|(i, &t)| one.forward(&[t], p.len() + i).unwrap()).collect();
+    let mut many = load_fast(&bytes, 2);
+    many.forward_prompt(&p, 0).unwrap();
+    assert_eq!(many.max_lookahead(), SMALL_T);
+    let each = many.forward_each(&draft, p.len()).unwrap();
+    assert_eq!(each.len(), draft.len());
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (i, (a, b)) in singles.iter().zip(&each).enumerate() {
+        assert_eq!(bits(a), bits(b), "token {i}: logits differ");
+    }
+    let n = p.len() + draft.len();
+    for (a, b) in one.layers.iter().zip(&many.layers) {
+        assert_eq!(a.v[..n * KV_HEADS * HEAD_DIM], b.v[..n * KV_HEADS * HEAD_DIM], "values differ");
+    }
+    assert!(many.forward_each(&[1; SMALL_T + 1], n).is_err(), "more than the token-major path takes");
 }
 
 /// The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) when installed in keet's models folder,
