@@ -538,28 +538,27 @@ impl Engine {
 
     /// Like [`Engine::step`], with the logits after each token ([`CausalLm::forward_each`]).
     fn step_each(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, LlmError> {
-        let pos = self.cached.len();
-        match self.model.forward_each(tokens, pos) {
-            Ok(l) => {
-                self.cached.extend_from_slice(tokens);
-                Ok(l)
-            }
-            Err(e) => {
-                self.model.truncate_cache(0);
-                self.cached.clear();
-                Err(e)
-            }
-        }
+        self.run_generated(tokens, |model, pos| model.forward_each(tokens, pos))
     }
 
     /// Runs generated tokens after the cache and returns the logits after the last; on failure the
     /// cache is cleared (its state is unknown).
     fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LlmError> {
+        self.run_generated(tokens, |model, pos| model.forward(tokens, pos))
+    }
+
+    /// `forward(model, position)` for generated `tokens` appended to the cache: on success they join
+    /// the cached tokens, on failure the cache is cleared (its state is unknown).
+    fn run_generated<T>(
+        &mut self,
+        tokens: &[u32],
+        forward: impl FnOnce(&mut dyn CausalLm, usize) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
         let pos = self.cached.len();
-        match self.model.forward(tokens, pos) {
-            Ok(l) => {
+        match forward(self.model.as_mut(), pos) {
+            Ok(out) => {
                 self.cached.extend_from_slice(tokens);
-                Ok(l)
+                Ok(out)
             }
             Err(e) => {
                 self.model.truncate_cache(0);

@@ -671,7 +671,6 @@ mod avx {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_q4k_tokens(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16], t_n: usize, out: &mut [f32; 8]) {
         let m4 = _mm256_set1_epi8(0xf);
-        let k = nb * QK_K;
         let mut acc = [_mm256_setzero_ps(); 8];
         let mut acc_m = [_mm_setzero_ps(); 8];
         for b in 0..nb {
@@ -692,25 +691,53 @@ mod avx {
                 wl[j] = (scale_l, _mm256_and_si256(q4bits, m4));
                 wh[j] = (scale_h, _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4));
             }
-            for t in 0..t_n {
-                let yd = *d.get_unchecked(t * nb + b);
-                let dd = yd * xd;
-                let dmin = -yd * xmin;
-                let prod = min_products(ms, bsums.as_ptr().add((t * nb + b) * 16));
-                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
-                let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
-                let mut sumi = _mm256_setzero_si256();
-                for j in 0..QK_K / 64 {
-                    let q8l = _mm256_loadu_si256(q8 as *const __m256i);
-                    let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
-                    q8 = q8.add(64);
-                    let pl = _mm256_madd_epi16(wl[j].0, _mm256_maddubs_epi16(wl[j].1, q8l));
-                    let ph = _mm256_madd_epi16(wh[j].0, _mm256_maddubs_epi16(wh[j].1, q8h));
-                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-                }
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[t]);
-            }
+            block_tokens_k4(&wl, &wh, ms, (xd, xmin), qs, d, bsums, (b, nb), t_n, &mut acc, &mut acc_m);
         }
+        finish_tokens_k4(&acc, &acc_m, t_n, out);
+    }
+
+    /// Q4_K/Q5_K block `b` (of `nb` per row) of [`dot_q4k_tokens`]/[`dot_q5k_tokens`], per token:
+    /// exactly the operations of [`dot_q4k`] after the unpacking, in its order. `low` and `high`
+    /// hold each 64-weight step's (scales, quants) of the low and high 32 weights.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn block_tokens_k4(
+        low: &[(__m256i, __m256i); 4],
+        high: &[(__m256i, __m256i); 4],
+        ms: __m256i,
+        (xd, xmin): (f32, f32),
+        qs: &[i8],
+        d: &[f32],
+        bsums: &[i16],
+        (b, nb): (usize, usize),
+        t_n: usize,
+        acc: &mut [__m256; 8],
+        acc_m: &mut [__m128; 8],
+    ) {
+        let k = nb * QK_K;
+        for t in 0..t_n {
+            let yd = *d.get_unchecked(t * nb + b);
+            let dd = yd * xd;
+            let dmin = -yd * xmin;
+            let prod = min_products(ms, bsums.as_ptr().add((t * nb + b) * 16));
+            acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
+            let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..QK_K / 64 {
+                let q8l = _mm256_loadu_si256(q8 as *const __m256i);
+                let q8h = _mm256_loadu_si256(q8.add(32) as *const __m256i);
+                q8 = q8.add(64);
+                let pl = _mm256_madd_epi16(low[j].0, _mm256_maddubs_epi16(low[j].1, q8l));
+                let ph = _mm256_madd_epi16(high[j].0, _mm256_maddubs_epi16(high[j].1, q8h));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[t]);
+        }
+    }
+
+    /// The per-token results of [`block_tokens_k4`]'s accumulators, summed as [`dot_q4k`] sums.
+    #[inline(always)]
+    unsafe fn finish_tokens_k4(acc: &[__m256; 8], acc_m: &[__m128; 8], t_n: usize, out: &mut [f32; 8]) {
         for t in 0..t_n {
             let m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
             let m = _mm_add_ss(m, _mm_movehdup_ps(m));
@@ -723,7 +750,6 @@ mod avx {
     pub unsafe fn dot_q5k_tokens(row: &[u8], nb: usize, qs: &[i8], d: &[f32], bsums: &[i16], t_n: usize, out: &mut [f32; 8]) {
         let m4 = _mm256_set1_epi8(0xf);
         let mone = _mm256_set1_epi8(1);
-        let k = nb * QK_K;
         let mut acc = [_mm256_setzero_ps(); 8];
         let mut acc_m = [_mm_setzero_ps(); 8];
         for b in 0..nb {
@@ -750,30 +776,9 @@ mod avx {
                 w0[j] = (scale_0, _mm256_add_epi8(_mm256_and_si256(q5bits, m4), h0));
                 w1[j] = (scale_1, _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4), h1));
             }
-            for t in 0..t_n {
-                let yd = *d.get_unchecked(t * nb + b);
-                let dd = yd * xd;
-                let dmin = -yd * xmin;
-                let prod = min_products(ms, bsums.as_ptr().add((t * nb + b) * 16));
-                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
-                let mut q8 = qs.as_ptr().add(t * k + b * QK_K);
-                let mut sumi = _mm256_setzero_si256();
-                for j in 0..QK_K / 64 {
-                    let q8_0 = _mm256_loadu_si256(q8 as *const __m256i);
-                    let q8_1 = _mm256_loadu_si256(q8.add(32) as *const __m256i);
-                    q8 = q8.add(64);
-                    let p0 = _mm256_madd_epi16(w0[j].0, _mm256_maddubs_epi16(w0[j].1, q8_0));
-                    let p1 = _mm256_madd_epi16(w1[j].0, _mm256_maddubs_epi16(w1[j].1, q8_1));
-                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-                }
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[t]);
-            }
+            block_tokens_k4(&w0, &w1, ms, (xd, xmin), qs, d, bsums, (b, nb), t_n, &mut acc, &mut acc_m);
         }
-        for t in 0..t_n {
-            let m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
-            let m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[t] = hsum(acc[t]) + _mm_cvtss_f32(m);
-        }
+        finish_tokens_k4(&acc, &acc_m, t_n, out);
     }
 
     /// [`dot_q6k`] for `t_n` token vectors (see [`dot_q4k_tokens`]).
