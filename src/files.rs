@@ -78,8 +78,14 @@ pub fn create_private_file(path: &Path) -> io::Result<bool> {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, renamed over `path`.
 /// A new file gets the mode the umask gives (`0666 & !umask`, as `>` does); an existing file keeps
-/// its mode (as `>` and `cp` onto it do).
+/// its mode (as `>` and `cp` onto it do). A path that is not a regular file (`/dev/null`, a pipe,
+/// a terminal) is written in place: renaming over it would replace the device with a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut out = OpenOptions::new().write(true).open(path)?;
+        out.write_all(bytes)?;
+        return out.flush();
+    }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp =
         tempfile::Builder::new().prefix(".keet-").suffix(".tmp").permissions(Permissions::from_mode(NEW_FILE_MODE)).tempfile_in(dir)?;
@@ -135,5 +141,23 @@ mod tests {
         assert_eq!(mode_of(&f).unwrap(), 0o640);
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("report.txt")]);
+    }
+
+    /// `-o /dev/null` or `-o` a pipe writes into it: the device or pipe is still there afterwards,
+    /// not replaced by a regular file (which broke every later reader of /dev/null on the machine).
+    #[test]
+    fn atomic_write_to_a_pipe_writes_into_it() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("out.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(&fifo).unwrap())
+        };
+        write_atomic(&fifo, b"report").unwrap();
+        assert_eq!(reader.join().unwrap(), b"report");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the pipe was replaced");
     }
 }
