@@ -2,11 +2,12 @@
 //! format, at the cost of the prompt alone.
 //!
 //! Cost: the prompt is the system prompt, then the context, then the question, so every question
-//! about one context shares the longest possible prefix. Questions are asked grouped by format,
-//! then by context, then in the order of their text (so a question asked under several seeds, and
+//! about one context shares the longest possible prefix. Questions are asked grouped by context,
+//! then by format (so the explained format, which extends the context format's text, starts from
+//! its KV state), then in the order of their text (so a question asked under several seeds, and
 //! questions that differ only in the kernel they name, follow each other), and the engine reuses the
-//! KV state of the longest prefix it already holds: each context is prefilled once per format and
-//! each question runs only the tokens that differ from the question before (the fast engine reuses
+//! KV state of the longest prefix it already holds: each context is prefilled at most once per
+//! format and each question runs only the tokens that differ from the question before (the fast engine reuses
 //! any prefix; candle's reuse points fall on whole chunks). The letter is the
 //! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
 //! decoding under a grammar that admits exactly one letter.
@@ -15,7 +16,7 @@ use super::score::Answered;
 use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
 use crate::llm::{ChatMessage, Engine};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Room left in the model's window for the question, its options and the chat template.
 const RESERVE_TOKENS: usize = 768;
@@ -64,8 +65,10 @@ impl Plan {
     }
 }
 
-/// Orders the prompts (format, then context, then question text and seed) and counts their tokens
-/// with the model's tokenizer.
+/// Orders the prompts (context, then format in the order given, then question text and seed) and
+/// counts their tokens with the model's tokenizer. A context's formats follow each other because
+/// some extend others: the explained format is the context format with the model's explanations
+/// added at the end, so its first question continues from the context format's KV state.
 pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<Plan, EvalError> {
     let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
     let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
@@ -78,21 +81,23 @@ pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<
     let mut jobs = Vec::with_capacity(order.len() * conditions.len());
     let mut truncated = 0;
     let mut previous: Vec<u32> = Vec::new();
-    for &c in conditions {
-        let mut fitted: HashMap<usize, String> = HashMap::new();
-        for &i in &order {
-            let q = &set.questions[i];
-            let ctx = fitted.entry(q.context).or_insert_with(|| {
-                let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &count);
-                truncated += cut as usize;
-                text
-            });
-            let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
-            let ids = engine.prompt_tokens(&messages)?;
-            let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
-            let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
-            jobs.push(Job { condition: c, question: i, messages, tokens: ids.len(), expected_reuse });
-            previous = ids;
+    for about_one_context in order.chunk_by(|&a, &b| set.questions[a].context == set.questions[b].context) {
+        for &c in conditions {
+            let mut fitted: Option<String> = None;
+            for &i in about_one_context {
+                let q = &set.questions[i];
+                let ctx = fitted.get_or_insert_with(|| {
+                    let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &count);
+                    truncated += cut as usize;
+                    text
+                });
+                let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
+                let ids = engine.prompt_tokens(&messages)?;
+                let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
+                let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
+                jobs.push(Job { condition: c, question: i, messages, tokens: ids.len(), expected_reuse });
+                previous = ids;
+            }
         }
     }
     Ok(Plan { jobs, conditions: conditions.to_vec(), truncated })

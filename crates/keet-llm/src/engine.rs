@@ -406,6 +406,11 @@ impl Engine {
         let stop;
         let t_dec = Instant::now();
         let lookahead = opts.lookahead.min(self.model.max_lookahead());
+        // How many tokens the next draft may have: halved (to 1 at least) by a draft whose first
+        // token decoding did not take, doubled (to `lookahead` at most) by one taken whole, so
+        // free prose, where drafts mostly miss, pays little for them and copies pay in full.
+        let mut draft_budget = lookahead;
+        let mut draft_taken = 0usize;
         // Drafted tokens already run through the model, each with the logits after it.
         let mut ahead: std::collections::VecDeque<(u32, Vec<f32>)> = std::collections::VecDeque::new();
         // Tokens the grammar forces at the start run as one batch before the first sampled token.
@@ -451,8 +456,15 @@ impl Engine {
             // A drafted token that decoding chose is already in the KV cache, with its logits; a
             // draft that went another way is dropped from the cache with everything after it.
             let drafted = match ahead.pop_front() {
-                Some((d, l)) if d == tok => Some(l),
+                Some((d, l)) if d == tok => {
+                    draft_taken += 1;
+                    if ahead.is_empty() {
+                        draft_budget = (draft_budget * 2).min(lookahead);
+                    }
+                    Some(l)
+                }
                 Some(_) => {
+                    draft_budget = if draft_taken == 0 { (draft_budget / 2).max(1) } else { draft_taken.max(draft_budget / 2).max(1) };
                     let keep = self.cached.len() - ahead.len() - 1;
                     ahead.clear();
                     self.model.truncate_cache(keep);
@@ -507,7 +519,7 @@ impl Engine {
                 let mut history = Vec::with_capacity(ids.len() + out.len());
                 history.extend_from_slice(ids);
                 history.extend_from_slice(&out);
-                prompt_lookup(&history, (lookahead - step.len()).min(room))
+                prompt_lookup(&history, (lookahead - step.len()).min(draft_budget).min(room))
             } else {
                 Vec::new()
             };
@@ -526,6 +538,7 @@ impl Engine {
                 logits = l;
             }
             ahead = draft.into_iter().zip(after_draft).collect();
+            draft_taken = 0;
         }
         timings.generated_tokens = out.len();
         timings.decode_s = t_dec.elapsed().as_secs_f64();
@@ -713,26 +726,20 @@ fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
     probs.last().map(|p| p.0).unwrap_or_else(|| argmax(logits))
 }
 
-/// Prompt lookup: the tokens that followed the latest earlier occurrence of the last three (else
-/// two) tokens of `history`, at most `max` of them. Empty when the tail occurs nowhere before.
+/// Prompt lookup: the tokens that followed the latest earlier occurrence of the last three tokens of
+/// `history`, at most `max` of them. Empty when the tail occurs nowhere before. Only 3-grams: a
+/// 2-gram match in prose is mostly coincidence, and a missed draft costs more than the single step
+/// it replaces.
 fn prompt_lookup(history: &[u32], max: usize) -> Vec<u32> {
-    if max == 0 {
+    const N: usize = 3;
+    if max == 0 || history.len() <= N {
         return Vec::new();
     }
-    for n in [3usize, 2] {
-        if history.len() <= n {
-            continue;
-        }
-        let tail = &history[history.len() - n..];
-        // latest occurrence that ends before the tail itself and has a token after it
-        let found = (0..history.len() - n).rev().find(|&i| &history[i..i + n] == tail);
-        if let Some(i) = found {
-            let from = i + n;
-            let to = (from + max).min(history.len());
-            if to > from {
-                return history[from..to].to_vec();
-            }
-        }
+    let tail = &history[history.len() - N..];
+    // latest occurrence that ends before the tail itself and has a token after it
+    let found = (0..history.len() - N).rev().find(|&i| &history[i..i + N] == tail);
+    match found {
+        Some(i) => history[i + N..(i + N + max).min(history.len())].to_vec(),
+        None => Vec::new(),
     }
-    Vec::new()
 }

@@ -15,6 +15,20 @@ pub fn has_avx2() -> bool {
     }
 }
 
+/// True when the AVX-512F kernels (16 f32 lanes) may be used: the CPU has AVX-512F besides AVX2,
+/// FMA and F16C, and `KEET_CPU=avx2` does not ask for the AVX2 kernels (side-by-side measurements).
+pub fn has_avx512f() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let forced_avx2 = std::env::var("KEET_CPU").is_ok_and(|v| v.eq_ignore_ascii_case("avx2"));
+        #[cfg(target_arch = "x86_64")]
+        let detected = is_x86_feature_detected!("avx512f") && has_avx2();
+        #[cfg(not(target_arch = "x86_64"))]
+        let detected = false;
+        !forced_avx2 && detected
+    })
+}
+
 /// IEEE half -> single conversion (exact).
 #[inline]
 pub fn f16_to_f32(h: u16) -> f32 {

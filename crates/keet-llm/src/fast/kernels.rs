@@ -413,6 +413,65 @@ pub fn exp_sub_sum(x: &mut [f32], max: f32, simd: bool) -> f32 {
     s
 }
 
+/// Two [`gemm_tile_h`] tiles that share the rows `w`: columns 0..16 of `c` from `xt`, columns
+/// 16..32 from `xt[second..]` (same strides). Every sum is the same, bit for bit, as two calls (each
+/// element is one FMA chain over `k` in order); with AVX-512F one 16-lane vector per row and tile
+/// does what takes two AVX2 vectors, and the 12 accumulators of a 6-row pair keep both FMA ports
+/// busy.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tile2_h(
+    w: &[f32],
+    ldw: usize,
+    mr: usize,
+    k: usize,
+    xt: &[u16],
+    second: usize,
+    ldx: usize,
+    c: &mut [f32],
+    ldc: usize,
+    simd: bool,
+) {
+    assert!((1..=6).contains(&mr) && ldw >= k && w.len() >= (mr - 1) * ldw + k);
+    assert!(k == 0 || xt.len() >= second + (k - 1) * ldx + 16);
+    assert!(ldc >= 32 && c.len() >= (mr - 1) * ldc + 32);
+    #[cfg(target_arch = "x86_64")]
+    if simd && super::cpu::has_avx512f() {
+        let (w, xt, c) = (w.as_ptr(), xt.as_ptr(), c.as_mut_ptr());
+        // SAFETY: AVX-512F/F16C present (checked); the asserts above bound every access (`mr` rows
+        // of `w`, `k` strided 16-half rows at `xt` and at `xt + second`, `mr` 32-float rows of `c`).
+        unsafe {
+            match mr {
+                6 => avx512::gemm_tile2_h::<6>(w, ldw, k, xt, second, ldx, c, ldc),
+                5 => avx512::gemm_tile2_h::<5>(w, ldw, k, xt, second, ldx, c, ldc),
+                4 => avx512::gemm_tile2_h::<4>(w, ldw, k, xt, second, ldx, c, ldc),
+                3 => avx512::gemm_tile2_h::<3>(w, ldw, k, xt, second, ldx, c, ldc),
+                2 => avx512::gemm_tile2_h::<2>(w, ldw, k, xt, second, ldx, c, ldc),
+                _ => avx512::gemm_tile2_h::<1>(w, ldw, k, xt, second, ldx, c, ldc),
+            }
+        }
+        return;
+    }
+    gemm_tile_h(w, ldw, mr, k, xt, ldx, c, ldc, simd);
+    gemm_tile_h(w, ldw, mr, k, &xt[second..], ldx, &mut c[16..], ldc, simd);
+}
+
+/// Scales `x` by `scale` in place and returns the largest scaled value (`-inf` for none): the first
+/// pass of a softmax. Same values as the scalar loop.
+pub fn scale_max(x: &mut [f32], scale: f32, simd: bool) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: AVX2 present.
+        return unsafe { avx::scale_max(x, scale) };
+    }
+    let _ = simd;
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    max
+}
+
 /// `g[i] = silu(g[i]) * u[i]`
 pub fn silu_mul(g: &mut [f32], u: &[f32], simd: bool) {
     assert_eq!(g.len(), u.len());
@@ -425,6 +484,41 @@ pub fn silu_mul(g: &mut [f32], u: &[f32], simd: bool) {
     let _ = simd;
     for (gv, uv) in g.iter_mut().zip(u) {
         *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx512f,avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn gemm_tile2_h<const MR: usize>(
+        w: *const f32,
+        ldw: usize,
+        k: usize,
+        xt: *const u16,
+        second: usize,
+        ldx: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut c0 = [_mm512_setzero_ps(); MR];
+        let mut c1 = [_mm512_setzero_ps(); MR];
+        for kk in 0..k {
+            let x = xt.add(kk * ldx);
+            let a0 = _mm512_cvtph_ps(_mm256_loadu_si256(x as *const __m256i));
+            let a1 = _mm512_cvtph_ps(_mm256_loadu_si256(x.add(second) as *const __m256i));
+            for i in 0..MR {
+                let wv = _mm512_set1_ps(*w.add(i * ldw + kk));
+                c0[i] = _mm512_fmadd_ps(wv, a0, c0[i]);
+                c1[i] = _mm512_fmadd_ps(wv, a1, c1[i]);
+            }
+        }
+        for i in 0..MR {
+            _mm512_storeu_ps(c.add(i * ldc), c0[i]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), c1[i]);
+        }
     }
 }
 
@@ -748,6 +842,30 @@ mod avx {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn scale_max(x: &mut [f32], scale: f32) -> f32 {
+        let n = x.len();
+        let sv = _mm256_set1_ps(scale);
+        let mut mv = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        while i + 8 <= n {
+            let p = x.as_mut_ptr().add(i);
+            let v = _mm256_mul_ps(_mm256_loadu_ps(p), sv);
+            _mm256_storeu_ps(p, v);
+            mv = _mm256_max_ps(mv, v);
+            i += 8;
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), mv);
+        let mut max = lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+        while i < n {
+            x[i] *= scale;
+            max = max.max(x[i]);
+            i += 1;
+        }
+        max
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     pub unsafe fn exp_sub_sum(x: &mut [f32], max: f32) -> f32 {
         let n = x.len();
         let mv = _mm256_set1_ps(max);
@@ -949,6 +1067,43 @@ mod tests {
         for v in [0.0f32, 1.0, -2.5, 65504.0, 1e-6, 3.25, -1e-8] {
             let back = f16_to_f32(f32_to_f16(v));
             assert!((back - v).abs() <= v.abs() * 1e-3 + 6e-8, "{v} -> {back}");
+        }
+    }
+
+    /// The paired tile (AVX-512 where the CPU has it) gives the bits of two single AVX2 tiles, so
+    /// attention's results do not depend on which CPU path ran.
+    #[test]
+    fn gemm_tile2_h_equals_two_tiles_bit_for_bit() {
+        let mut rng = Rng(44);
+        let simd = has_avx2();
+        for mr in 1..=6 {
+            for k in [0, 1, 17, 128] {
+                let (ldx, ldw, second, ldc) = (48, 130, 24, 40);
+                let w: Vec<f32> = (0..mr * ldw).map(|_| rng.f()).collect();
+                let xt: Vec<u16> = (0..second + k.max(1) * ldx + 16).map(|_| f32_to_f16(rng.f() * 8.0)).collect();
+                let mut pair = vec![f32::NAN; mr * ldc];
+                gemm_tile2_h(&w, ldw, mr, k, &xt, second, ldx, &mut pair, ldc, simd);
+                let mut single = vec![f32::NAN; mr * ldc];
+                gemm_tile_h(&w, ldw, mr, k, &xt, ldx, &mut single, ldc, simd);
+                gemm_tile_h(&w, ldw, mr, k, &xt[second..], ldx, &mut single[16..], ldc, simd);
+                for i in 0..mr {
+                    for t in 0..32 {
+                        assert_eq!(pair[i * ldc + t].to_bits(), single[i * ldc + t].to_bits(), "mr={mr} k={k} i={i} t={t}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scale_max_matches_scalar() {
+        let mut rng = Rng(45);
+        for n in [0, 1, 7, 8, 9, 33, 100] {
+            let x: Vec<f32> = (0..n).map(|_| rng.f() * 50.0).collect();
+            let (mut a, mut b) = (x.clone(), x.clone());
+            let (ma, mb) = (scale_max(&mut a, 0.088, has_avx2()), scale_max(&mut b, 0.088, false));
+            assert_eq!(ma.to_bits(), mb.to_bits(), "n={n}");
+            assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()));
         }
     }
 

@@ -54,38 +54,56 @@ pub struct QActK {
 impl QActK {
     /// Quantizes `x` (a multiple of 256 values) block by block.
     pub fn quantize(&mut self, x: &[f32]) {
-        let nb = x.len() / QK_K;
-        self.qs.resize(x.len(), 0);
-        self.d.resize(nb, 0.0);
-        self.bsums.resize(nb * QK_K / 16, 0);
-        for b in 0..nb {
-            let xs = &x[b * QK_K..(b + 1) * QK_K];
-            // As ggml's quantize_row_q8_K: the scale comes from the value of largest magnitude,
-            // with its sign (that value becomes -127).
-            let (mut amax, mut max) = (0f32, 0f32);
-            for &v in xs {
-                if v.abs() > amax {
-                    amax = v.abs();
-                    max = v;
-                }
-            }
-            let qs = &mut self.qs[b * QK_K..(b + 1) * QK_K];
-            let d = if amax == 0.0 {
-                qs.fill(0);
-                0.0
-            } else {
-                let iscale = -127.0 / max;
-                for (q, &v) in qs.iter_mut().zip(xs) {
-                    *q = (iscale * v).round().clamp(-128.0, 127.0) as i8;
-                }
-                1.0 / iscale
-            };
-            for (g, s) in self.bsums[b * 16..(b + 1) * 16].iter_mut().enumerate() {
-                *s = qs[g * 16..(g + 1) * 16].iter().map(|&q| q as i16).sum();
-            }
-            self.d[b] = d;
+        self.resize(x.len());
+        for (b, xs) in x.chunks_exact(QK_K).enumerate() {
+            self.d[b] = quantize_block(xs, &mut self.qs[b * QK_K..(b + 1) * QK_K], &mut self.bsums[b * 16..(b + 1) * 16]);
         }
     }
+
+    /// Room for `n` values (a multiple of 256), to be filled block by block with [`quantize_block`].
+    pub fn resize(&mut self, n: usize) {
+        let nb = n / QK_K;
+        self.qs.resize(n, 0);
+        self.d.resize(nb, 0.0);
+        self.bsums.resize(nb * QK_K / 16, 0);
+    }
+}
+
+/// One Q8_K block: the 256 values `xs` become `qs` (with the sums of every 16 in `bsums`); returns
+/// the block scale.
+pub fn quantize_block(xs: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::cpu::has_avx2() && xs.len() == QK_K && qs.len() == QK_K && bsums.len() == 16 {
+        // SAFETY: AVX2 present; the lengths are checked.
+        return unsafe { avx::quantize_block(xs, qs, bsums) };
+    }
+    quantize_block_scalar(xs, qs, bsums)
+}
+
+fn quantize_block_scalar(xs: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+    // As ggml's quantize_row_q8_K: the scale comes from the value of largest magnitude, with its
+    // sign (that value becomes -127).
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in xs {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    let d = if amax == 0.0 {
+        qs.fill(0);
+        0.0
+    } else {
+        let iscale = -127.0 / max;
+        for (q, &v) in qs.iter_mut().zip(xs) {
+            *q = (iscale * v).round().clamp(-128.0, 127.0) as i8;
+        }
+        1.0 / iscale
+    };
+    for (g, s) in bsums.iter_mut().enumerate() {
+        *s = qs[g * 16..(g + 1) * 16].iter().map(|&q| q as i16).sum();
+    }
+    d
 }
 
 /// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K / Q5_K block (`q`: the 12 bytes).
@@ -326,6 +344,47 @@ pub fn gemm_rows(fmt: KType, w: &[u8], rows: usize, k: usize, a: &QActK, t_n: us
 mod avx {
     use super::QK_K;
     use std::arch::x86_64::*;
+
+    /// [`super::quantize_block_scalar`] with 8 lanes, the same bits: the largest magnitude by a
+    /// vector max and the first value that has it; each product rounded half away from zero
+    /// (truncate, then step away from zero where the remainder is at least one half, exact).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn quantize_block(xs: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        let mut amax_v = _mm256_setzero_ps();
+        for c in 0..QK_K / 8 {
+            amax_v = _mm256_max_ps(amax_v, _mm256_and_ps(_mm256_loadu_ps(xs.as_ptr().add(8 * c)), abs_mask));
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), amax_v);
+        let amax = lanes.iter().fold(0f32, |m, v| m.max(*v));
+        if amax == 0.0 || amax.is_nan() {
+            return super::quantize_block_scalar(xs, qs, bsums);
+        }
+        let max = *xs.iter().find(|v| v.abs() == amax).expect("the largest magnitude is one of the values");
+        let iscale = -127.0 / max;
+        let sv = _mm256_set1_ps(iscale);
+        let half = _mm256_set1_ps(0.5);
+        let one = _mm256_set1_ps(1.0);
+        let sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MIN));
+        let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+        for c in 0..QK_K / 8 {
+            let p = _mm256_mul_ps(_mm256_loadu_ps(xs.as_ptr().add(8 * c)), sv);
+            let t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            let rem = _mm256_and_ps(_mm256_sub_ps(p, t), abs_mask);
+            let away = _mm256_and_ps(_mm256_cmp_ps(rem, half, _CMP_GE_OQ), _mm256_or_ps(one, _mm256_and_ps(p, sign_mask)));
+            let r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(t, away), lo), hi);
+            let mut ints = [0i32; 8];
+            _mm256_storeu_si256(ints.as_mut_ptr() as *mut __m256i, _mm256_cvtps_epi32(r));
+            for (q, v) in qs[8 * c..8 * c + 8].iter_mut().zip(ints) {
+                *q = v as i8;
+            }
+        }
+        for (g, s) in bsums.iter_mut().enumerate() {
+            *s = qs[g * 16..(g + 1) * 16].iter().map(|&q| q as i16).sum();
+        }
+        1.0 / iscale
+    }
 
     /// How far ahead of the block being computed the GEMV kernels prefetch the weight stream.
     /// Decode reads every weight once per token from DRAM; one core streaming a Q4_K matrix
@@ -850,6 +909,40 @@ mod avx {
 pub(super) mod tests {
     use super::*;
     use candle_core::quantized::k_quants::{BlockQ4K, BlockQ5K, BlockQ6K, GgmlType};
+
+    /// The vector quantizer gives the scalar one's bits, ties at one half included (they round
+    /// away from zero, as `f32::round`).
+    #[test]
+    fn quantize_block_simd_equals_scalar() {
+        let mut blocks: Vec<Vec<f32>> = (0..40).map(|seed| rng_values(seed + 1, QK_K, 3.0 + seed as f32)).collect();
+        // -127 at the first value, so every k + 0.5 (k < 127) is an exact product: ties everywhere
+        blocks.push(
+            (0..QK_K).map(|i| if i == 0 { 127.0 } else { ((i % 254) as f32 - 126.5) * if i % 3 == 0 { -1.0 } else { 1.0 } }).collect(),
+        );
+        blocks.push(vec![0.0; QK_K]);
+        blocks.push(
+            (0..QK_K)
+                .map(|i| {
+                    if i == 77 {
+                        -2.5
+                    } else if i == 200 {
+                        2.5
+                    } else {
+                        0.1
+                    }
+                })
+                .collect(),
+        );
+        for (n, xs) in blocks.iter().enumerate() {
+            let (mut q1, mut q2) = (vec![0i8; QK_K], vec![0i8; QK_K]);
+            let (mut s1, mut s2) = (vec![0i16; 16], vec![0i16; 16]);
+            let d1 = quantize_block(xs, &mut q1, &mut s1);
+            let d2 = quantize_block_scalar(xs, &mut q2, &mut s2);
+            assert_eq!(d1.to_bits(), d2.to_bits(), "block {n}");
+            assert_eq!(q1, q2, "block {n}");
+            assert_eq!(s1, s2, "block {n}");
+        }
+    }
 
     pub(in crate::fast) fn rng_values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         let mut s = seed;

@@ -1088,15 +1088,34 @@ fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mu
     if chunks.is_empty() {
         return;
     }
-    // token-major activations, quantized to Q8_K
-    let mut x = vec![0f32; t_n * k];
-    for (kk, col) in xt.chunks_exact(tp).take(k).enumerate() {
-        for (t, v) in col[..t_n].iter().enumerate() {
-            x[t * k + kk] = *v;
-        }
-    }
+    // token-major activations, quantized to Q8_K: one task per 16 tokens (gather their columns a
+    // cache line of `xt` at a time, quantize their blocks), the same values as quantizing the
+    // transposed matrix at once
     let mut acts = QActK::default();
-    acts.quantize(&x);
+    acts.resize(t_n * k);
+    {
+        const GROUP: usize = 16;
+        let nb = k / QK_K;
+        let (qs, d, bsums) = (SyncPtr::new(&mut acts.qs), SyncPtr::new(&mut acts.d), SyncPtr::new(&mut acts.bsums));
+        pool.run(t_n.div_ceil(GROUP), &|task| {
+            let (t0, t1) = (task * GROUP, (task * GROUP + GROUP).min(t_n));
+            let mut columns = vec![0f32; (t1 - t0) * k];
+            for (kk, line) in xt.chunks_exact(tp).take(k).enumerate() {
+                for (i, v) in line[t0..t1].iter().enumerate() {
+                    columns[i * k + kk] = *v;
+                }
+            }
+            for (i, column) in columns.chunks_exact(k).enumerate() {
+                let t = t0 + i;
+                // SAFETY: this task alone writes tokens t0..t1's values, blocks and sums (disjoint
+                // ranges, in bounds of the sizes `resize` gave); the vectors outlive the run.
+                let (qs, d, bsums) = unsafe { (qs.slice(t * k, k), d.slice(t * nb, nb), bsums.slice(t * nb * 16, nb * 16)) };
+                for (b, xs) in column.chunks_exact(QK_K).enumerate() {
+                    d[b] = kquants::quantize_block(xs, &mut qs[b * QK_K..(b + 1) * QK_K], &mut bsums[b * 16..(b + 1) * 16]);
+                }
+            }
+        });
+    }
     // the activations interleaved by tiles of 16 tokens for the AVX-512 VNNI kernel (once for all rows)
     let tiles = (simd && vnni::available()).then(|| vnni::TokenTiles::build(&acts, t_n, k / QK_K));
     let op = SyncPtr::new(out);
@@ -1161,6 +1180,80 @@ thread_local! {
     static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Attention scores `S = Q Kᵀ` of `rows` (≤ 6) query rows of one head, `ldq` apart, against the
+/// first `n_keys` keys of KV head `g` (keys transposed in 16-key tiles in `kt`): `sc[i][j]` for
+/// `j < n_keys` rounded up to 16. Key tiles go two at a time where two remain.
+#[allow(clippy::too_many_arguments)]
+fn scores(
+    q: &[f32],
+    ldq: usize,
+    rows: usize,
+    hd: usize,
+    kt: &[u16],
+    kv_dim: usize,
+    g: usize,
+    n_keys: usize,
+    sc: &mut [f32],
+    ldc: usize,
+    simd: bool,
+) {
+    let mut j0 = 0;
+    while j0 < n_keys {
+        let tile = &kt[(j0 / 16 * kv_dim + g * hd) * 16..];
+        if j0 + 16 < n_keys {
+            kernels::gemm_tile2_h(q, ldq, rows, hd, tile, kv_dim * 16, 16, &mut sc[j0..], ldc, simd);
+            j0 += 32;
+        } else {
+            kernels::gemm_tile_h(q, ldq, rows, hd, tile, 16, &mut sc[j0..], ldc, simd);
+            j0 += 16;
+        }
+    }
+}
+
+/// Softmax in place of the first `n_valid` scores of `row` after scaling them by `scale`; the
+/// rest of the row (masked or padding) becomes 0.
+fn softmax_row(row: &mut [f32], n_valid: usize, scale: f32, simd: bool) {
+    let (valid, masked) = row.split_at_mut(n_valid);
+    let max = kernels::scale_max(valid, scale, simd);
+    let inv = 1.0 / kernels::exp_sub_sum(valid, max, simd);
+    for x in valid.iter_mut() {
+        *x *= inv;
+    }
+    masked.fill(0.0);
+}
+
+/// `O = P V` for `rows` rows of probabilities `p` (`ldp` apart, over `n_keys` keys) and the values
+/// of KV head `g`: `emit(row, first column, values)` for each row and run of 16 or 32 columns of
+/// the head (32 where two 16-column tiles remain).
+#[allow(clippy::too_many_arguments)]
+fn weighted_values(
+    p: &[f32],
+    ldp: usize,
+    rows: usize,
+    n_keys: usize,
+    hd: usize,
+    v: &[u16],
+    kv_dim: usize,
+    g: usize,
+    simd: bool,
+    emit: &mut dyn FnMut(usize, usize, &[f32]),
+) {
+    let mut tile = [0f32; 6 * 32];
+    let mut d0 = 0;
+    while d0 < hd {
+        let width = if d0 + 32 <= hd { 32 } else { 16 };
+        if width == 32 {
+            kernels::gemm_tile2_h(p, ldp, rows, n_keys, &v[g * hd + d0..], 16, kv_dim, &mut tile, 32, simd);
+        } else {
+            kernels::gemm_tile_h(p, ldp, rows, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 32, simd);
+        }
+        for i in 0..rows {
+            emit(i, d0, &tile[i * 32..i * 32 + width]);
+        }
+        d0 += width;
+    }
+}
+
 /// Causal attention of `t_n` query rows `q` (`[t][n_head * head_dim]`, positions `start..`)
 /// against the layer's KV cache (which already holds these positions). Output like `q`.
 ///
@@ -1190,35 +1283,16 @@ fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: u
             let mut sc = s.borrow_mut();
             sc.resize(mr * ldc, 0.0);
             let qrows = &q[t0 * qd + h * hd..];
-            for j0 in (0..n_keys).step_by(16) {
-                let tile = &kt[(j0 / 16 * kv_dim + g * hd) * 16..];
-                kernels::gemm_tile_h(qrows, qd, mr, hd, tile, 16, &mut sc[j0..], ldc, simd);
-            }
+            scores(qrows, qd, mr, hd, kt, kv_dim, g, n_keys, &mut sc, ldc, simd);
             for i in 0..mr {
-                let n_i = start + t0 + i + 1;
-                let row = &mut sc[i * ldc..(i + 1) * ldc];
-                let (valid, masked) = row.split_at_mut(n_i);
-                let mut max = f32::NEG_INFINITY;
-                for x in valid.iter_mut() {
-                    *x *= scale;
-                    max = max.max(*x);
-                }
-                let inv = 1.0 / kernels::exp_sub_sum(valid, max, simd);
-                for x in valid.iter_mut() {
-                    *x *= inv;
-                }
-                masked.fill(0.0);
+                softmax_row(&mut sc[i * ldc..(i + 1) * ldc], start + t0 + i + 1, scale, simd);
             }
-            let mut tile = [0f32; 6 * 16];
-            for d0 in (0..hd).step_by(16) {
-                kernels::gemm_tile_h(&sc, ldc, mr, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
-                for i in 0..mr {
-                    // SAFETY: this task alone owns head `h` of token t0+i in `out` (16 floats at
-                    // column h*hd+d0, in bounds as asserted); `out` outlives the run.
-                    let o = unsafe { op.slice((t0 + i) * qd + h * hd + d0, 16) };
-                    o.copy_from_slice(&tile[i * 16..(i + 1) * 16]);
-                }
-            }
+            weighted_values(&sc, ldc, mr, n_keys, hd, v, kv_dim, g, simd, &mut |i, d0, row| {
+                // SAFETY: this task alone owns head `h` of token t0+i in `out` (`row.len()` floats
+                // at column h*hd+d0, within the head, in bounds as asserted); `out` outlives the run.
+                let o = unsafe { op.slice((t0 + i) * qd + h * hd + d0, row.len()) };
+                o.copy_from_slice(row);
+            });
         });
     });
 }
@@ -1247,34 +1321,16 @@ fn attention_gqa(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, star
             let mut sc = s.borrow_mut();
             sc.resize(group * ldc, 0.0);
             let qrows = &q[t * qd + g * group * hd..];
-            for j0 in (0..n_keys).step_by(16) {
-                let tile = &kt[(j0 / 16 * kv_dim + g * hd) * 16..];
-                kernels::gemm_tile_h(qrows, hd, group, hd, tile, 16, &mut sc[j0..], ldc, simd);
-            }
+            scores(qrows, hd, group, hd, kt, kv_dim, g, n_keys, &mut sc, ldc, simd);
             for i in 0..group {
-                let row = &mut sc[i * ldc..(i + 1) * ldc];
-                let (valid, masked) = row.split_at_mut(n_keys);
-                let mut max = f32::NEG_INFINITY;
-                for x in valid.iter_mut() {
-                    *x *= scale;
-                    max = max.max(*x);
-                }
-                let inv = 1.0 / kernels::exp_sub_sum(valid, max, simd);
-                for x in valid.iter_mut() {
-                    *x *= inv;
-                }
-                masked.fill(0.0);
+                softmax_row(&mut sc[i * ldc..(i + 1) * ldc], n_keys, scale, simd);
             }
             // SAFETY: this task alone owns heads g*group..(g+1)*group of token t in `out`: one
             // contiguous range of group*hd floats, in bounds as asserted; `out` outlives the run.
             let o = unsafe { op.slice(t * qd + g * group * hd, group * hd) };
-            let mut tile = [0f32; 6 * 16];
-            for d0 in (0..hd).step_by(16) {
-                kernels::gemm_tile_h(&sc, ldc, group, n_keys, &v[g * hd + d0..], kv_dim, &mut tile, 16, simd);
-                for i in 0..group {
-                    o[i * hd + d0..i * hd + d0 + 16].copy_from_slice(&tile[i * 16..(i + 1) * 16]);
-                }
-            }
+            weighted_values(&sc, ldc, group, n_keys, hd, v, kv_dim, g, simd, &mut |i, d0, row| {
+                o[i * hd + d0..i * hd + d0 + row.len()].copy_from_slice(row);
+            });
         });
     });
 }
