@@ -362,6 +362,9 @@ impl Gate {
         {
             reasons.push("it ends mid-sentence".into());
         }
+        if let Some(bracket) = unbalanced_bracket(text) {
+            reasons.push(format!("it has an unbalanced '{bracket}' (cut off or garbled)"));
+        }
         // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int") within one
         // clause: "diverge within a warp: warps split" repeats a word across a colon on purpose.
         let stutter = text.split([':', ';', ',', '.', '!', '?', '(', ')']).find_map(|clause| {
@@ -436,6 +439,25 @@ impl Gate {
         }
         r
     }
+}
+
+/// The first bracket of `text` without its partner: a `)` or `]` that closes nothing, a `(` or `[`
+/// closed by the other kind or never closed ("... configurations) (The library picked.").
+fn unbalanced_bracket(text: &str) -> Option<char> {
+    let mut open: Vec<char> = Vec::new();
+    for c in text.chars() {
+        match c {
+            '(' | '[' => open.push(c),
+            ')' | ']' => {
+                let partner = if c == ')' { '(' } else { '[' };
+                if open.pop() != Some(partner) {
+                    return Some(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    open.first().copied()
 }
 
 fn is_unit(u: &str) -> bool {
@@ -568,6 +590,23 @@ mod tests {
         let r = reasons(Category::GridTooSmall, "The grid has nine blocks for thirteen million bytes per square block, so it is,.");
         assert!(r.iter().any(|r| r.contains("numbers in words")), "{r:?}");
         assert!(r.iter().any(|r| r.contains("mid-sentence")), "{r:?}");
+    }
+
+    /// Sentences of the default model that passed the gate before (the eval's explained contexts
+    /// and the README's first command on 4c579d9).
+    #[test]
+    fn cut_off_brackets_and_blocks_without_work_are_caught() {
+        let cut = reasons(
+            Category::GridTooSmall,
+            "Use split K to give every SM a block (cuBLASLt split-K/stream-K configurations) (The library picked.",
+        );
+        assert!(cut.iter().any(|r| r.contains("unbalanced '('")), "{cut:?}");
+        let closes_nothing = reasons(Category::GridTooSmall, "The grid has 32 blocks) for 132 SMs.");
+        assert!(closes_nothing.iter().any(|r| r.contains("unbalanced ')'")), "{closes_nothing:?}");
+        let balanced = reasons(Category::GridTooSmall, "The grid has 32 blocks (one per tile) for 132 SMs, so most SMs get no block.");
+        assert!(!balanced.iter().any(|r| r.contains("unbalanced")), "{balanced:?}");
+        let no_work = reasons(Category::GridTooSmall, "The grid has 32 blocks for 132 SMs, so each block will have no work to do.");
+        assert!(no_work.iter().any(|r| r.contains("SMs that get no block")), "{no_work:?}");
     }
 
     #[test]

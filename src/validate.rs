@@ -797,6 +797,16 @@ pub(crate) mod tests {
             // decode_c1.ncu-rep's top kernel with the default model (SM at 8.99% there).
             let resources = comparison_errors(ctx, "The SM is also at 12.5%, indicating that the kernel uses a lot of compute resources.");
             assert!(resources.len() == 1 && resources[0].contains("12.5"), "{resources:?}");
+            // The README's first command on 4c579d9 (SM at 8.99% there): idle SMs are not computing.
+            let computing = comparison_errors(
+                ctx,
+                "The SM is also at 12.5%, indicating that it is spending a considerable amount of time performing computations.",
+            );
+            assert!(computing.len() == 1 && computing[0].contains("12.5"), "{computing:?}");
+            // The eval's explained context of decode_c1 (achieved occupancy 14.5% there; unknown here).
+            let warps = comparison_errors(ctx, "Even though there are many warps, they cannot keep up with the data transfer rate.");
+            assert!(warps.len() == 1 && warps[0].contains("not supported"), "{warps:?}");
+            assert!(comparison_errors(ctx, "There are not many warps to hide the latency.").is_empty());
             let cpu = comparison_errors(ctx, "The kernel reads global memory, which can be slow and consume a lot of CPU cycles.");
             assert!(cpu.len() == 1 && cpu[0].contains("cpu cycles") && cpu[0].contains("GPU"), "{cpu:?}");
             let idle =
