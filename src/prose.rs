@@ -609,6 +609,39 @@ mod tests {
         assert!(no_work.iter().any(|r| r.contains("SMs that get no block")), "{no_work:?}");
     }
 
+    /// The fa2_fwd profile's top kernel (compute-bound, memory at 18.7%) with the default model:
+    /// "The memory throughput is low, indicating that there is not enough bandwidth".
+    #[test]
+    fn short_bandwidth_is_refused_unless_memory_bound() {
+        let mut l = launch();
+        for (name, value) in [
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 88.1),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 12.5),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 12.5),
+        ] {
+            let metric = crate::profile::Metric {
+                value: crate::profile::MetricValue::Number(value),
+                unit: &crate::profile::Unit::Percent,
+                raw_value: "",
+                raw_unit: "%",
+                label: None,
+                section: None,
+                origin: Default::default(),
+            };
+            l.metrics.insert(name, metric);
+        }
+        let facts = crate::rules::derive_facts(&l);
+        assert_eq!(facts.bound.as_ref().map(|b| b.kind), Some(BoundKind::Compute));
+        let rules = crate::rules::evaluate(&facts);
+        let ctx = Context { launch: &l, facts: &facts, rules: &rules };
+        let sentence = "The memory throughput is low, indicating that there is not enough bandwidth to handle the data.";
+        let r = gate().check_sentence(&ctx, Category::ComputeBound, sentence, &[]);
+        assert!(r.iter().any(|r| r.contains("not enough bandwidth")), "{r:?}");
+        // On the memory-bound test launch it is what the facts say.
+        let r = reasons(Category::MemoryBound, "DRAM is at 88.1% of peak: there is not enough bandwidth for the loads.");
+        assert!(!r.iter().any(|r| r.contains("not enough bandwidth")), "{r:?}");
+    }
+
     #[test]
     fn off_topic_and_self_reference_are_caught() {
         let r =
