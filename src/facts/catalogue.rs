@@ -65,6 +65,13 @@ pub const CATALOGUE: &[FactSpec] = &[
         Read::Percent,
     ),
     spec("l2_throughput_pct", "L2 cache throughput", "%", &["lts__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
+    spec(
+        "l1_hit_rate_pct",
+        "L1 hit rate (global loads)",
+        "%",
+        &["l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct", "l1tex__t_sector_hit_rate.pct"],
+        Read::Percent,
+    ),
     spec("achieved_occupancy_pct", "Achieved occupancy", "%", &["sm__warps_active.avg.pct_of_peak_sustained_active"], Read::Percent),
     spec("theoretical_occupancy_pct", "Theoretical occupancy", "%", &["sm__maximum_warps_per_active_cycle_pct"], Read::Percent),
     spec("registers_per_thread", "Registers per thread", "register/thread", &["launch__registers_per_thread"], Read::Copy),

@@ -147,6 +147,7 @@ pub(super) fn issue_and_divergence(r: &Reader, f: &mut Facts) {
 pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
     f.global_load_bytes_per_sector = r.spec("global_load_bytes_per_sector");
     f.global_store_bytes_per_sector = r.spec("global_store_bytes_per_sector");
+    f.l1_hit_rate_pct = r.spec("l1_hit_rate_pct");
     // Bytes per sector as a percentage of the 32-byte sector (the `.pct` form of the same metric).
     for (slot, key, label, name) in [
         (
@@ -370,38 +371,40 @@ const READY: &[&str] = &["selected", "not_selected", "dispatch_stall"];
 
 /// Stalls: cycles per issued instruction by reason (the top three), and the shares of the waiting
 /// warps' stall cycles that each kind of fix relieves (memory, shared memory, drain).
-pub(super) fn stalls(r: &Reader, f: &mut Facts) {
-    let launch = r.launch;
-    let mut stalls: Vec<Stall> = Vec::new();
-    let mut waiting: Vec<(String, f64, Evidence)> = Vec::new();
-    for (name, m) in &launch.metrics {
-        let Some(reason) = name.strip_prefix("smsp__average_warps_issue_stalled_").and_then(|s| s.strip_suffix("_per_issue_active.ratio"))
-        else {
-            continue;
-        };
-        if reason == "selected" || reason.ends_with("_not_issued") {
+/// The forms in which a report may carry warp stall reasons, `(prefix, suffix, label, unit)`, in order
+/// of preference: WarpStateStats' cycles per issued instruction, then the share of active warps stalled
+/// (older ncu versions and hand-picked `--metrics` lists), then the PC sampling counts (SourceCounters).
+/// Only the first form present is read; the shares of stall cycles are the same quantity in each.
+const STALL_FORMS: &[(&str, &str, &str, &str)] = &[
+    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio", "Stall cycles per issued instruction", "cycle"),
+    ("smsp__warp_issue_stalled_", "_per_warp_active.pct", "Active warps stalled on this reason", "%"),
+    ("smsp__pcsamp_warps_issue_stalled_", "", "PC samples of warps stalled on this reason", "sample"),
+];
+
+/// One form's stall reasons with their values (ready-to-issue reasons included, `selected` not).
+fn stall_form(r: &Reader, form: &(&str, &str, &'static str, &'static str)) -> Vec<Stall> {
+    let mut out = Vec::new();
+    for (name, m) in &r.launch.metrics {
+        let Some(reason) = name.strip_prefix(form.0).and_then(|s| s.strip_suffix(form.1)) else { continue };
+        if reason == "selected" || reason.ends_with("_not_issued") || reason.contains('.') {
             continue;
         }
-        if let Some(v) = m.as_f64() {
-            if v > 0.0 {
-                let ev = super::evidence(name, m, v);
-                if !READY.contains(&reason) {
-                    waiting.push((reason.to_string(), v, ev.clone()));
-                }
-                stalls.push(Stall {
-                    reason: reason.to_string(),
-                    cycles_per_issue: Fact {
-                        key: stall_key(reason),
-                        label: "Stall cycles per issued instruction",
-                        value: v,
-                        unit: "cycle",
-                        evidence: vec![ev],
-                    },
-                    share_pct: None,
-                });
-            }
+        if let Some(v) = m.as_f64().filter(|v| *v > 0.0) {
+            let ev = super::evidence(name, m, v);
+            let fact = Fact { key: stall_key(reason), label: form.2, value: v, unit: form.3, evidence: vec![ev] };
+            out.push(Stall { reason: reason.to_string(), cycles_per_issue: fact, share_pct: None });
         }
     }
+    out
+}
+
+pub(super) fn stalls(r: &Reader, f: &mut Facts) {
+    let mut stalls: Vec<Stall> = STALL_FORMS.iter().map(|form| stall_form(r, form)).find(|s| !s.is_empty()).unwrap_or_default();
+    let waiting: Vec<(String, f64, Evidence)> = stalls
+        .iter()
+        .filter(|s| !READY.contains(&s.reason.as_str()))
+        .map(|s| (s.reason.clone(), s.cycles_per_issue.value, s.cycles_per_issue.evidence[0].clone()))
+        .collect();
     let total: f64 = stalls.iter().map(|s| s.cycles_per_issue.value).sum();
     stalls.sort_by(|a, b| b.cycles_per_issue.value.total_cmp(&a.cycles_per_issue.value).then(a.reason.cmp(&b.reason)));
     stalls.truncate(3);

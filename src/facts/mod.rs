@@ -121,6 +121,8 @@ pub struct Facts {
     pub dram_throughput_pct: Option<Fact>,
     pub l1_throughput_pct: Option<Fact>,
     pub l2_throughput_pct: Option<Fact>,
+    /// Share of global-load sectors served by L1 (re-reads L1 absorbs never reach L2 or DRAM).
+    pub l1_hit_rate_pct: Option<Fact>,
     pub bound: Option<Bound>,
     pub achieved_occupancy_pct: Option<Fact>,
     pub theoretical_occupancy_pct: Option<Fact>,
@@ -221,6 +223,7 @@ impl Facts {
             &self.dram_throughput_pct,
             &self.l1_throughput_pct,
             &self.l2_throughput_pct,
+            &self.l1_hit_rate_pct,
             &self.achieved_occupancy_pct,
             &self.theoretical_occupancy_pct,
             &self.registers_per_thread,

@@ -41,6 +41,7 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
             kv["evidence_lines"] = json!(evidence_lines(k));
             kv["units_line"] = json!(units_line(&k.analysis.facts));
             kv["stalls_line"] = json!(stalls_line(&k.analysis.facts));
+            kv["stalls_in_cycles"] = json!(k.analysis.facts.stalls.iter().all(|s| s.cycles_per_issue.unit == "cycle"));
             kv["grid_line"] = json!(grid_line(&k.analysis.facts));
             kv["access_line"] = json!(access_line(&k.analysis.facts));
             kv["hot_lines"] = json!(hot_lines(k));
@@ -171,9 +172,17 @@ fn stalls_line(f: &crate::facts::Facts) -> String {
     let fmt = crate::rules::fmt_num;
     f.stalls
         .iter()
-        .map(|s| match s.share_pct {
-            Some(p) => format!("{} {} ({}%)", s.reason, fmt(s.cycles_per_issue.value), fmt(p)),
-            None => format!("{} {}", s.reason, fmt(s.cycles_per_issue.value)),
+        .map(|s| {
+            // Cycles per issued instruction need no unit (the heading says it); another form names its own.
+            let unit = match s.cycles_per_issue.unit {
+                "cycle" => String::new(),
+                "%" => "% of active warps".to_string(),
+                u => format!(" {u}s"),
+            };
+            match s.share_pct {
+                Some(p) => format!("{} {}{unit} ({}%)", s.reason, fmt(s.cycles_per_issue.value), fmt(p)),
+                None => format!("{} {}{unit}", s.reason, fmt(s.cycles_per_issue.value)),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")

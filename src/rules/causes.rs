@@ -152,6 +152,9 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
     if est.stall_share_pct.is_some() {
         facts.push("stall_memory_share_pct");
     }
+    if est.l1_hit_pct.is_some() {
+        facts.push("l1_hit_rate_pct");
+    }
     if parts.is_empty() {
         parts.push(format!("{}% of the global sectors moved carry no useful bytes", fmt_num(est.waste_pct)));
     }
@@ -168,6 +171,7 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
         json!({
             "dir": dir, "detail": parts.join(", "), "waste": est.waste_pct, "global_share": est.global_share_pct,
             "unit": est.unit, "unit_pct": est.unit_pct, "unit_measured": est.unit_key.is_some(), "stall_share": est.stall_share_pct, "saturated": est.stall_share_pct.is_none() && est.unit_pct >= t::SOL_SATURATED_PCT,
+            "l1_hit": est.l1_hit_pct,
         }),
     ))
 }
@@ -197,6 +201,7 @@ pub fn shared_bank_conflicts(ctx: &Ctx) -> Option<Candidate> {
             "cycles": v(&f.elapsed_cycles),
             "pipe_share": est.pipe_share_pct,
             "stall_share": est.stall_share_pct,
+            "one_block": est.one_block_per_sm,
         }),
     ))
 }
@@ -213,12 +218,18 @@ pub fn divergence(ctx: &Ctx) -> Option<Candidate> {
             if f.branch_uniform_pct.is_some() {
                 facts.push("branch_uniform_pct");
             }
+            // Idle lanes cost issue time: a launch that issues rarely (latency-, grid- or pipe-bound)
+            // loses only that share of its time to them.
+            let issue = v(&f.issue_slots_busy_pct);
+            if issue.is_some() {
+                facts.push("issue_slots_busy_pct");
+            }
             return Some(Candidate::new(
                 "thread-divergence",
                 Category::Divergence,
                 facts,
-                Some(estimate::inactive_lanes(a, full, None)),
-                json!({"active": a, "full": full, "idle_pct": 100.0 * (1.0 - a / full), "issue_pct": null}),
+                Some(estimate::inactive_lanes(a, full, issue)),
+                json!({"active": a, "full": full, "idle_pct": 100.0 * (1.0 - a / full), "issue_pct": issue}),
             ));
         }
     }
@@ -301,20 +312,38 @@ pub fn achieved_occupancy_gap(ctx: &Ctx) -> Option<Candidate> {
     Some(c)
 }
 
+/// How short the grid falls: fewer blocks than SMs (the idle SMs' share), or a block on every SM but
+/// under [`t::GRID_FEW_WAVES`] waves (the empty block slots' share). `(raw estimate, waves when that
+/// is the reason)`.
+fn grid_shortfall(f: &Facts) -> Option<(f64, Option<f64>)> {
+    if let (Some(true), Some(g), Some(s)) = (grid_short(f), v(&f.grid_blocks), v(&f.sm_count)) {
+        return Some((estimate::grid(g, s), None));
+    }
+    let w = v(&f.waves_per_sm).filter(|w| *w > 0.0 && *w < t::GRID_FEW_WAVES)?;
+    f.grid_blocks.as_ref()?;
+    Some((estimate::few_waves(w), Some(w)))
+}
+
 /// Launch shape: a launch of a few microseconds is launch-bound whatever its shape; otherwise fewer
-/// blocks than SMs leave SMs idle.
+/// blocks than SMs leave SMs idle, and under half a wave leaves most of every SM's block slots empty.
 pub fn launch_shape(ctx: &Ctx) -> Option<Candidate> {
     let f = ctx.f;
     let duration_us = v(&f.duration_ns).map(|d| d / 1000.0);
-    let short = grid_short(f);
+    let shortfall = grid_shortfall(f);
+    let grid_facts = |facts: &mut Vec<&'static str>, waves: Option<f64>| {
+        facts.extend(["grid_blocks", "sm_count"]);
+        if waves.is_some() {
+            facts.push("waves_per_sm");
+        }
+    };
     if ctx.regime == Some(BoundKind::Launch) {
-        let (cat, raw) = match (short, v(&f.grid_blocks), v(&f.sm_count)) {
-            (Some(true), Some(g), Some(s)) => (Category::GridTooSmall, estimate::grid(g, s)),
-            _ => (Category::LatencyBound, 100.0 - ctx.busiest.map_or(0.0, |b| b.1)),
+        let (cat, raw, waves) = match shortfall {
+            Some((raw, waves)) => (Category::GridTooSmall, raw, waves),
+            None => (Category::LatencyBound, 100.0 - ctx.busiest.map_or(0.0, |b| b.1), None),
         };
         let mut facts = vec!["duration_ns"];
         if cat == Category::GridTooSmall {
-            facts.extend(["grid_blocks", "sm_count"]);
+            grid_facts(&mut facts, waves);
         }
         if let Some(bu) = ctx.busiest {
             facts.push(bu.2);
@@ -324,18 +353,23 @@ pub fn launch_shape(ctx: &Ctx) -> Option<Candidate> {
             cat,
             facts,
             Some(raw),
-            json!({"duration_us": duration_us.unwrap_or(0.0), "grid": v(&f.grid_blocks), "sms": v(&f.sm_count), "busiest": ctx.busiest.map(|b| b.1)}),
+            json!({"duration_us": duration_us.unwrap_or(0.0), "grid": v(&f.grid_blocks), "sms": v(&f.sm_count), "waves": waves, "busiest": ctx.busiest.map(|b| b.1)}),
         ));
     }
-    let (Some(true), Some(g), Some(s)) = (short, v(&f.grid_blocks), v(&f.sm_count)) else { return None };
-    let raw = estimate::grid(g, s);
+    let (raw, waves) = shortfall?;
+    let (g, s) = (v(&f.grid_blocks), v(&f.sm_count));
     let floor_capped = estimate::cap(Category::GridTooSmall, f).is_some_and(|c| c.unit == "launch cost" && c.pct < raw);
+    let mut facts = vec![];
+    grid_facts(&mut facts, waves);
     Some(Candidate::new(
         "grid-too-small",
         Category::GridTooSmall,
-        vec!["grid_blocks", "sm_count"],
+        facts,
         Some(raw),
-        json!({"grid": g, "sms": s, "idle_pct": raw, "idle_sms": s - g, "floor_capped": floor_capped, "duration_us": duration_us.unwrap_or(0.0)}),
+        json!({
+            "grid": g, "sms": s, "idle_pct": raw, "idle_sms": s.zip(g).map(|(s, g)| s - g), "waves": waves,
+            "floor_capped": floor_capped, "duration_us": duration_us.unwrap_or(0.0),
+        }),
     ))
 }
 
@@ -362,8 +396,8 @@ pub fn tail_effect(ctx: &Ctx) -> Option<Candidate> {
             "tail-effect",
             Category::TailEffect,
             vec!["tail_idle_pct", "waves_per_sm"],
-            Some(estimate::tail(w)),
-            json!({"waves": w, "tail": tail}),
+            Some(estimate::tail_on(w, ctx.busiest.map_or(0.0, |b| b.1))),
+            json!({"waves": w, "tail": tail, "busiest": ctx.busiest.map(|b| b.1), "busiest_unit": ctx.busiest.map(|b| b.0)}),
         )
     })
 }
@@ -408,21 +442,53 @@ pub fn local_memory(ctx: &Ctx) -> Option<Candidate> {
     ))
 }
 
-/// FP64 pipe busy: moving the work to FP32 saves the pipe's busy time less the FP32 pipe's share
-/// (1/ratio of it) on this GPU.
+/// FP64: the FP64 pipe busy, or, on a GPU with few FP64 units, the FP64 pipe as busy as the SM itself
+/// (the SM spends its time on FP64 arithmetic, and dependent FP64 instructions wait on the pipe even
+/// below its peak). Moving the work to FP32 saves the pipe's time less what FP32 takes (1/ratio).
 pub fn fp64_pipe(ctx: &Ctx) -> Option<Candidate> {
     let f = ctx.f;
-    let p = v(&f.fp64_pipe_pct).filter(|p| *p >= t::FP64_BUSY_PCT)?;
+    let p = v(&f.fp64_pipe_pct)?;
     let ratio = v(&f.fp32_to_fp64_ratio).filter(|r| *r >= 1.0);
+    let sm = v(&f.sm_throughput_pct);
+    let sets_sm = sm.is_some_and(|s| p >= t::FP64_SETS_SM_MIN_PCT && p >= s - t::PIPE_IS_SM_PCT);
+    let slow = ratio.is_some_and(|r| r >= t::FP64_SLOW_RATIO);
+    // Not on a memory-bound launch: there the memory unit, not the SM's FP64 work, sets the time.
+    let limits = sets_sm && slow && ctx.regime != Some(BoundKind::Memory);
+    if p < t::FP64_BUSY_PCT && !limits {
+        return None;
+    }
     let mut facts = vec!["fp64_pipe_pct"];
     if ratio.is_some() {
         facts.push("fp32_to_fp64_ratio");
     }
-    Some(Candidate::new("fp64-pipe", Category::Fp64, facts, Some(estimate::fp64(p, ratio)), json!({"pipe": p, "ratio": ratio})))
+    if limits {
+        facts.push("sm_throughput_pct");
+    }
+    let raw = estimate::fp64(p, ratio, limits);
+    Some(Candidate::new("fp64-pipe", Category::Fp64, facts, Some(raw), json!({"pipe": p, "ratio": ratio, "sm": sm, "sets_sm": limits})))
 }
 
 /// Busiest pipes that carry a matrix multiply's work: FMA (FP32) and FP16.
 const MATRIX_PIPES: &[&str] = &["FMA", "FP16"];
+
+/// Whether the kernel's own evidence says its work is a matrix multiply: a GEMM, convolution or
+/// attention kernel by its name, or, for a kernel of no known family, FMA-dominated FLOPs on a busiest
+/// pipe measured as FMA or FP16, with operands staged through shared memory (tiles: shared wavefronts
+/// measured). The dtype alone is no evidence (an FP16 elementwise kernel has nothing for tensor cores),
+/// nor is FMA-heavy arithmetic alone (a polynomial in Horner form is all FMA and no matrix), nor a
+/// metric that was not collected.
+fn matrix_shaped(ctx: &Ctx) -> bool {
+    use super::kind::Family;
+    let f = ctx.f;
+    let fma_heavy = v(&f.roofline.fma_flop_share_pct).is_some_and(|s| s >= t::MATRIX_FMA_SHARE_PCT);
+    let matrix_pipe = f.busiest_pipe_pct.as_ref().is_some_and(|p| MATRIX_PIPES.iter().any(|m| p.label.contains(&format!("pipe: {m}"))));
+    let not_matrix_pipe = f.busiest_pipe_pct.is_some() && !matrix_pipe;
+    match ctx.kind.family {
+        Family::Gemm | Family::Attention => !not_matrix_pipe,
+        Family::Other => fma_heavy && matrix_pipe && f.shared_bank_conflict_pct.is_some(),
+        _ => false,
+    }
+}
 
 /// Tensor cores unused: only for compute-bound work that looks like a matrix multiply (FMA-dominated
 /// FLOPs on an FMA or FP16 pipe). An ALU-, XU- or LSU-bound kernel, or one whose FLOPs are adds, is
@@ -438,9 +504,7 @@ pub fn tensor_cores_unused(ctx: &Ctx) -> Option<Candidate> {
     if fp <= 0.0 || fp <= dp {
         return None;
     }
-    let fma_heavy = v(&f.roofline.fma_flop_share_pct).is_none_or(|s| s >= t::MATRIX_FMA_SHARE_PCT);
-    let matrix_pipe = f.busiest_pipe_pct.as_ref().is_none_or(|p| MATRIX_PIPES.iter().any(|m| p.label.contains(&format!("pipe: {m}"))));
-    if !fma_heavy || !matrix_pipe {
+    if !matrix_shaped(ctx) {
         return None;
     }
     let mut facts = vec!["tensor_pipe_pct", "sm_throughput_pct"];

@@ -63,7 +63,6 @@ pub struct Cap {
 /// and the launch's time above the fixed launch cost. `None` when nothing bounds it (no utilisation
 /// and no duration measured).
 pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
-    let rel = relieves(c);
     let mut best: Option<Cap> = None;
     let mut units: Vec<(&'static str, f64)> = utilisation(f).into_iter().map(|u| (u.0, u.1)).collect();
     // L1/TEX measured only in its "active" form still bounds a fix that does not relieve it (the form
@@ -74,7 +73,7 @@ pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
         }
     }
     for (unit, pct) in units {
-        if relieves_unit(rel, unit) {
+        if relieves_unit_of(c, unit, f) {
             continue;
         }
         let c = Cap { pct: (100.0 - pct).max(0.0), unit: unit.to_string(), unit_pct: pct };
@@ -89,6 +88,21 @@ pub fn cap(c: Category, f: &Facts) -> Option<Cap> {
         }
     }
     best
+}
+
+/// Whether a fix of category `c` reduces the work of `unit` on this launch ([`relieves_unit`], and the
+/// SM for a memory fix when the SM is busy on its memory-instruction path).
+pub fn relieves_unit_of(c: Category, unit: &str, f: &Facts) -> bool {
+    let rel = relieves(c);
+    relieves_unit(rel, unit) || (rel == Relieves::Memory && unit == "SM" && sm_busy_on_memory_path(f))
+}
+
+/// Whether the SM's busy share is its memory-instruction path: the busiest pipe is the LSU and as busy
+/// as the SM. Wasted sectors then load the SM too (each request returns one wavefront per sector through
+/// L1 into the register file), so a fix of the memory traffic relieves the SM as well.
+pub fn sm_busy_on_memory_path(f: &Facts) -> bool {
+    let (Some(sm), Some(pipe)) = (v(&f.sm_throughput_pct), f.busiest_pipe_pct.as_ref()) else { return false };
+    pipe.label.contains("pipe: LSU") && pipe.value >= sm - t::PIPE_IS_SM_PCT
 }
 
 /// `raw` capped by [`cap`], clamped to 0..=100.
@@ -197,6 +211,9 @@ pub struct TrafficEstimate {
     pub unit_key: Option<&'static str>,
     /// The stall share used (None: the unit is saturated, or no stalls were collected).
     pub stall_share_pct: Option<f64>,
+    /// L1's hit rate, when the unit is beyond L1 (L2, DRAM) and the rate was measured: only the
+    /// wasted sectors that miss in L1 load that unit.
+    pub l1_hit_pct: Option<f64>,
     /// Whether the waste comes from sectors per request alone.
     pub from_sectors_per_request: bool,
     /// The estimate, % of the launch's time (before [`cap`]).
@@ -212,7 +229,11 @@ pub fn coalescing(f: &Facts) -> Option<TrafficEstimate> {
     let mem = super::regime::busiest_memory(f);
     let (unit, unit_pct, unit_key) = mem.map_or(("the memory system", 100.0, None), |m| (m.0, m.1, Some(m.2)));
     let (factor, stall) = wait_factor(unit_pct, v(&f.stall_memory_share_pct));
-    let est = waste * (global_share / 100.0) * (unit_pct / 100.0) * factor;
+    // Re-reads of a wasted sector that hit in L1 never reach L2 or DRAM: beyond L1, only misses cost.
+    // Only for a unit known to be beyond L1: ncu's combined "memory" throughput may be L1's own.
+    let l1_hit = v(&f.l1_hit_rate_pct).filter(|_| matches!(unit, "L2" | "DRAM")).map(|h| h.clamp(0.0, 100.0));
+    let reaching = l1_hit.map_or(1.0, |h| 1.0 - h / 100.0);
+    let est = waste * reaching * (global_share / 100.0) * (unit_pct / 100.0) * factor;
     Some(TrafficEstimate {
         waste_pct: waste,
         global_share_pct: global_share,
@@ -220,6 +241,7 @@ pub fn coalescing(f: &Facts) -> Option<TrafficEstimate> {
         unit_pct,
         unit_key,
         stall_share_pct: stall,
+        l1_hit_pct: l1_hit,
         from_sectors_per_request: from_spr,
         estimate_pct: est,
     })
@@ -238,6 +260,7 @@ pub fn local_memory(f: &Facts) -> Option<TrafficEstimate> {
         unit_pct,
         unit_key,
         stall_share_pct: stall,
+        l1_hit_pct: None,
         from_sectors_per_request: false,
         estimate_pct: share * unit_pct / 100.0 * factor,
     })
@@ -250,8 +273,10 @@ pub struct ConflictEstimate {
     pub per_sm: Option<f64>,
     /// The extra wavefronts' share of the elapsed cycles, % (or the conflicting share of the SM's work).
     pub pipe_share_pct: Option<f64>,
-    /// The shared-memory stall share used (None: L1/shared is saturated, or no stalls were collected).
+    /// The shared-memory stall share used (None: L1/shared is saturated, one block per SM, or no stalls were collected).
     pub stall_share_pct: Option<f64>,
+    /// Every SM runs at most one block: the replays are on the block's critical path.
+    pub one_block_per_sm: bool,
     pub estimate_pct: Option<f64>,
 }
 
@@ -263,14 +288,30 @@ pub fn shared_conflicts(f: &Facts, conflict_pct: f64) -> ConflictEstimate {
     let measured = bank_conflicts(f);
     let pipe = measured.map(|m| m.0).or_else(|| v(&f.sm_throughput_pct).map(|s| conflict_pct * s / 100.0));
     let l1 = v(&f.l1_throughput_pct).or(v(&f.sm_throughput_pct)).unwrap_or(0.0).min(100.0);
-    let (factor, stall) = wait_factor(l1, v(&f.stall_shared_share_pct));
-    ConflictEstimate { per_sm: measured.map(|m| m.1), pipe_share_pct: pipe, stall_share_pct: stall, estimate_pct: pipe.map(|p| p * factor) }
+    // One block per SM: its warps meet at every barrier, so a warp held back by replays holds back the
+    // block, and the waiting at the barrier is waiting on the replays. They are on the critical path.
+    let (factor, stall) = if one_block_per_sm(f) { (1.0, None) } else { wait_factor(l1, v(&f.stall_shared_share_pct)) };
+    ConflictEstimate {
+        per_sm: measured.map(|m| m.1),
+        pipe_share_pct: pipe,
+        stall_share_pct: stall,
+        one_block_per_sm: one_block_per_sm(f),
+        estimate_pct: pipe.map(|p| p * factor),
+    }
+}
+
+/// Whether every SM runs at most one block of the grid (blocks <= SMs).
+pub fn one_block_per_sm(f: &Facts) -> bool {
+    matches!((v(&f.grid_blocks), v(&f.sm_count)), (Some(g), Some(s)) if g <= s)
 }
 
 /// FP64 (docs/estimates.md, "fp64"): the FP64 pipe's busy share, less what the same work costs in FP32
-/// (1/ratio of it on this GPU; half when the ratio is unknown).
-pub fn fp64(pipe_pct: f64, fp32_to_fp64_ratio: Option<f64>) -> f64 {
+/// (1/ratio of it on this GPU; half when the ratio is unknown). When the pipe is what the SM spends its
+/// time on (`sets_sm`) on a GPU with few FP64 units, the launch's time is the FP64 work's, busy or
+/// waiting on it: all of it but the 1/ratio FP32 would take.
+pub fn fp64(pipe_pct: f64, fp32_to_fp64_ratio: Option<f64>, sets_sm: bool) -> f64 {
     match fp32_to_fp64_ratio {
+        Some(r) if r >= 1.0 && sets_sm => 100.0 * (1.0 - 1.0 / r),
         Some(r) if r >= 1.0 => pipe_pct * (1.0 - 1.0 / r),
         _ => pipe_pct * 0.5,
     }
@@ -299,6 +340,12 @@ pub fn grid(blocks: f64, sms: f64) -> f64 {
     100.0 * (1.0 - blocks / sms).max(0.0)
 }
 
+/// Under half a wave with a block on every SM (docs/estimates.md, "grid-too-small"): the empty share
+/// of the block slots; more, smaller blocks fill them and hide latency, up to the busiest unit's peak.
+pub fn few_waves(waves: f64) -> f64 {
+    100.0 * (1.0 - waves).clamp(0.0, 1.0)
+}
+
 /// Tail effect (docs/estimates.md, "tail-effect"): perfectly balanced waves would take `waves`
 /// wave-times instead of `ceil(waves)`.
 pub fn tail(waves: f64) -> f64 {
@@ -306,6 +353,14 @@ pub fn tail(waves: f64) -> f64 {
         return 0.0;
     }
     100.0 * (waves.ceil() - waves) / waves.ceil()
+}
+
+/// The tail's cost on a launch whose busiest unit is at `busiest_pct` (docs/estimates.md, "tail-effect"):
+/// the blocks of a partial last wave share that unit with fewer others and run faster by up to the
+/// share the full waves left them, so only the latency-bound part of the time, `1 - busiest`, is idle
+/// slots waiting on a full wave's time.
+pub fn tail_on(waves: f64, busiest_pct: f64) -> f64 {
+    tail(waves) * (1.0 - busiest_pct.clamp(0.0, 100.0) / 100.0)
 }
 
 /// Block size not a multiple of 32 (docs/estimates.md, "block-size"): idle lanes of the issued ones.

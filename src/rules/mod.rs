@@ -78,6 +78,26 @@ pub mod thresholds {
     pub const OCCUPANCY_GAP_PCT: f64 = 20.0;
     /// Warp size: a block size that is not a multiple of it wastes lanes (CUDA programming guide).
     pub const WARP_SIZE: f64 = 32.0;
+    /// Waves under which a grid is too small even with a block on every SM: at least half of every
+    /// SM's block slots stay empty for the whole launch, so fewer warps hide latency than the kernel's
+    /// own limits allow (keet's choice; ncu's LaunchStats reports waves, its small-grid rule compares
+    /// blocks to SMs only).
+    pub const GRID_FEW_WAVES: f64 = 0.5;
+    /// At or above this % of peak a unit is at its roofline: latency hiding (occupancy, a balanced last
+    /// wave) can gain at most the few percent left, no finding worth more than info (keet's choice).
+    pub const ROOFLINE_PCT: f64 = 90.0;
+    /// A pipe within this many points of the SM throughput is what the SM is busy with (ncu's SM
+    /// throughput is the highest of its sub-metrics, the pipes among them; keet's tolerance).
+    pub const PIPE_IS_SM_PCT: f64 = 2.0;
+    /// An FP64 pipe at least this busy that equals the SM throughput is what the launch waits on
+    /// (keet's choice: under a fifth busy, the grid or latency explains more).
+    pub const FP64_SETS_SM_MIN_PCT: f64 = 20.0;
+    /// FP32:FP64 throughput ratio from which FP64 work is expensive enough that a busy FP64 pipe sets
+    /// the time (GeForce and workstation parts run FP64 at 1/32 or 1/64; data-centre parts at 1/2).
+    pub const FP64_SLOW_RATIO: f64 = 8.0;
+    /// Issue slots busy from which a launch is issue-bound: lanes lost to divergence then cost issue
+    /// time one for one (same 60% as SOL busy).
+    pub const ISSUE_BOUND_PCT: f64 = 60.0;
     /// Idle share of the last wave worth reporting as a tail effect (keet's choice; ncu's TailEffect
     /// rule estimates the same quantity).
     pub const TAIL_IDLE_PCT: f64 = 20.0;
@@ -131,6 +151,12 @@ pub mod thresholds {
             ("LOW_THEORETICAL_OCCUPANCY_PCT", LOW_THEORETICAL_OCCUPANCY_PCT, "keet"),
             ("OCCUPANCY_GAP_PCT", OCCUPANCY_GAP_PCT, "keet, on ncu's achieved-vs-theoretical comparison"),
             ("WARP_SIZE", WARP_SIZE, "CUDA programming guide"),
+            ("GRID_FEW_WAVES", GRID_FEW_WAVES, "keet: under half a wave, half of every SM's block slots are empty"),
+            ("ROOFLINE_PCT", ROOFLINE_PCT, "keet: a unit this busy leaves latency hiding nothing to gain"),
+            ("PIPE_IS_SM_PCT", PIPE_IS_SM_PCT, "keet: a pipe this close to SM throughput is what the SM does"),
+            ("FP64_SETS_SM_MIN_PCT", FP64_SETS_SM_MIN_PCT, "keet: an FP64 pipe this busy and equal to SM is the limit"),
+            ("FP64_SLOW_RATIO", FP64_SLOW_RATIO, "GeForce/workstation FP64 at 1/32-1/64 of FP32"),
+            ("ISSUE_BOUND_PCT", ISSUE_BOUND_PCT, "keet (= SOL busy): issue-bound launches pay for idle lanes"),
             ("TAIL_IDLE_PCT", TAIL_IDLE_PCT, "keet, on ncu's tail-effect quantity"),
             ("TENSOR_UNUSED_PCT", TENSOR_UNUSED_PCT, "keet"),
             ("FP64_BUSY_PCT", FP64_BUSY_PCT, "keet (= SOL busy)"),
@@ -401,22 +427,30 @@ fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64
     let regime = f.bound.as_ref().map(|b| b.kind);
     let is_regime = |x: &Finding| matches!(x.rule, "sol-memory" | "sol-compute" | "sol-latency" | "launch-bound");
     let busiest_unit = f.bound.as_ref().and_then(|b| b.busiest_unit);
+    // Lost lanes set the time only of a launch that is issue-bound; elsewhere divergence is secondary.
+    let issue_bound = v(&f.issue_slots_busy_pct).is_some_and(|i| i >= t::ISSUE_BOUND_PCT);
     let explains_regime = |x: &Finding| {
         let big = x.estimated_speedup_pct.is_some_and(|e| e >= t::SEVERITY_MEDIUM_PCT);
+        let secondary = x.category == Category::Divergence && regime == Some(BoundKind::Compute) && !issue_bound;
         big && !is_regime(x)
+            && !secondary
             && match regime {
                 // Throughput-bound: only a fix that relieves the busiest unit explains the time.
-                Some(BoundKind::Memory | BoundKind::Compute) => {
-                    busiest_unit.is_some_and(|u| estimate::relieves_unit(estimate::relieves(x.category), u))
-                }
+                Some(BoundKind::Memory | BoundKind::Compute) => busiest_unit.is_some_and(|u| estimate::relieves_unit_of(x.category, u, f)),
                 Some(BoundKind::Launch) => false,
                 _ => true,
             }
     };
     let share = time_share_pct.clamp(0.0, 100.0);
+    // A launch at its roofline has no latency to hide: occupancy and a ragged last wave are not worth acting on.
+    let at_roofline = f.bound.as_ref().and_then(|b| b.busiest_pct).is_some_and(|p| p >= t::ROOFLINE_PCT);
+    let hides_latency = |c: Category| {
+        matches!(c, Category::OccupancyRegisters | Category::OccupancySharedMemory | Category::OccupancyOther | Category::TailEffect)
+    };
     for (x, _) in &mut out {
         x.severity = match x.estimated_speedup_pct {
             _ if regime == Some(BoundKind::Launch) && !is_regime(x) => Severity::Info,
+            _ if at_roofline && hides_latency(x.category) => Severity::Info,
             None if matches!(x.rule, "sol-memory" | "sol-compute") => {
                 let pct = x.bound.as_ref().map(|b| b.unit_pct).or_else(|| f.bound.as_ref().and_then(|b| b.busiest_pct)).unwrap_or(0.0);
                 if share < t::MEDIUM_GAIN_SHARE_PCT {
@@ -515,7 +549,14 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
     if f.sm_count.is_none() || f.grid_blocks.is_none() {
         missing.push(Missing { what: "launch shape against the GPU (blocks, SMs, waves)", ncu_option: "--section LaunchStats" });
     }
-    if regime == "memory-bound" && f.global_load_bytes_per_sector.is_none() && f.global_excessive_sectors_pct.is_none() {
+    // Whenever a memory unit is the busiest (memory-bound, or latency-bound with memory the busiest unit),
+    // how well the accesses use their sectors is the first question, and it needs the tables.
+    let memory_busiest = busiest.is_some_and(|(u, _)| u != "SM");
+    let access_known = f.global_load_bytes_per_sector.is_some()
+        || f.global_excessive_sectors_pct.is_some()
+        || f.global_load_sectors_per_request.is_some()
+        || f.global_store_sectors_per_request.is_some();
+    if memory_busiest && matches!(regime, "memory-bound" | "latency-bound") && !access_known {
         missing.push(Missing {
             what: "access-pattern efficiency (bytes used per sector)",
             ncu_option: "--section MemoryWorkloadAnalysis_Tables --section SourceCounters",
@@ -773,7 +814,7 @@ mod tests {
         }
         // The FP64 pipe is the busiest: FP64 work, not matrix work on the CUDA cores.
         assert!(!fs.iter().any(|x| x.category == Category::TensorCoreUnused), "{fs:#?}");
-        // FMA-bound FP32 work with the tensor pipe idle is.
+        // FMA-bound FP32 work staged through shared-memory tiles, with the tensor pipe idle, is.
         let l = launch(&[
             ("gpu__time_duration.sum", 1e6),
             ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 85.0),
@@ -781,6 +822,8 @@ mod tests {
             ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed", 84.0),
             ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 0.0),
             ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 1e9),
+            ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", 1e4),
+            ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", 1e8),
         ]);
         let fs = evaluate(&derive(&l));
         let x = fs.iter().find(|x| x.category == Category::TensorCoreUnused).unwrap_or_else(|| panic!("{fs:#?}"));

@@ -3,7 +3,7 @@
 //! thresholds are in [`super::thresholds`]. [`derive_facts`] is the one way from a launch to its
 //! facts with the regime decided.
 
-use super::thresholds::{SOL_BUSY_PCT, SOL_LOW_PCT, TINY_LAUNCH_NS};
+use super::thresholds::{GRID_FEW_WAVES, SOL_BUSY_PCT, SOL_LOW_PCT, TINY_LAUNCH_NS};
 pub use crate::facts::{Bound, BoundKind};
 use crate::facts::{Fact, Facts};
 use crate::profile::Launch;
@@ -18,8 +18,9 @@ pub fn derive_facts(launch: &Launch) -> Facts {
 /// Speed-of-light classification: the launch's regime.
 ///
 /// Uses elapsed-based percentages only (an artefact above 100% never enters), each unit capped at 100%.
-/// Order of decision: a launch of a few microseconds that does not fill one wave is launch-bound;
-/// otherwise a grid with fewer blocks than SMs at low throughput is grid-bound; a busiest unit under
+/// Order of decision: a launch of a few microseconds that does not fill one wave (fewer blocks than
+/// SMs, or under one wave) is launch-bound; otherwise a grid with fewer blocks than SMs, or under
+/// half a wave ([`GRID_FEW_WAVES`]), at low throughput is grid-bound; a busiest unit under
 /// the busy threshold means latency-bound; else throughput-bound on the busiest unit (SM or a memory unit).
 pub fn classify(f: &Facts) -> Option<Bound> {
     let units = utilisation(f);
@@ -34,7 +35,14 @@ pub fn classify(f: &Facts) -> Option<Bound> {
         (Some(g), Some(s)) => Some(g.value < s.value),
         _ => None,
     };
-    let under_a_wave = grid_short.or_else(|| f.waves_per_sm.as_ref().map(|w| w.value < 1.0));
+    let waves = f.waves_per_sm.as_ref().map(|w| w.value);
+    // Fewer blocks than SMs, or fewer blocks than fit in one wave (a block on every SM but slots to spare).
+    let under_a_wave = match (grid_short, waves) {
+        (Some(true), _) => Some(true),
+        (_, Some(w)) => Some(w < 1.0),
+        (short, None) => short,
+    };
+    let grid_too_small = grid_short == Some(true) || waves.is_some_and(|w| w < GRID_FEW_WAVES);
     let mk =
         |kind, because: Vec<&'static str>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
     if let Some(d) = duration {
@@ -49,8 +57,13 @@ pub fn classify(f: &Facts) -> Option<Bound> {
     if units.is_empty() {
         return None;
     }
-    if top < SOL_LOW_PCT && grid_short == Some(true) {
-        because.extend(["grid_blocks", "sm_count"]);
+    if top < SOL_LOW_PCT && grid_too_small {
+        if grid_short.is_some() {
+            because.extend(["grid_blocks", "sm_count"]);
+        }
+        if grid_short != Some(true) {
+            because.push("waves_per_sm");
+        }
         return Some(mk(BoundKind::GridTooSmall, because));
     }
     if top < SOL_BUSY_PCT {

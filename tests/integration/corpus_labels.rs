@@ -25,9 +25,16 @@ fn corpus_next() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus-next")
 }
 
+/// Real sets (version series, block shapes, sizes) from further repositories; their verdicts live in
+/// this repository (`fixtures/corpus-sets/LABELS.toml`), the profiles in `../shared/corpus-sets`.
+fn corpus_sets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus-sets")
+}
+
 #[derive(Deserialize)]
 struct Labels {
     k: Vec<Label>,
+    #[serde(default)]
     twin: Vec<Twin>,
 }
 
@@ -91,10 +98,21 @@ fn corpus_next_matches_the_expert_labels_twins_and_physics() {
     check(&corpus_next(), 50, 10);
 }
 
+#[test]
+fn corpus_sets_match_the_expert_labels_twins_and_physics() {
+    let labels = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus-sets/LABELS.toml");
+    check_with(&corpus_sets(), &labels, 30, 10);
+}
+
 /// Every label, twin and bound of one labelled folder; at least `min_checks` label checks and more
 /// than `min_bounded` bound-checked estimates must run.
 fn check(root: &Path, min_checks: usize, min_bounded: usize) {
-    let labels: Labels = toml::from_str(&std::fs::read_to_string(root.join("LABELS.toml")).expect("LABELS.toml")).expect("labels parse");
+    check_with(root, &root.join("LABELS.toml"), min_checks, min_bounded)
+}
+
+/// [`check`] with the labels read from `labels_path` (paths in it relative to `root`).
+fn check_with(root: &Path, labels_path: &Path, min_checks: usize, min_bounded: usize) {
+    let labels: Labels = toml::from_str(&std::fs::read_to_string(labels_path).expect("LABELS.toml")).expect("labels parse");
     let mut cache = HashMap::new();
     let mut fails: Vec<String> = Vec::new();
     let mut checks = 0;
