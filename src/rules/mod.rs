@@ -429,9 +429,16 @@ fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64
     let busiest_unit = f.bound.as_ref().and_then(|b| b.busiest_unit);
     // Lost lanes set the time only of a launch that is issue-bound; elsewhere divergence is secondary.
     let issue_bound = v(&f.issue_slots_busy_pct).is_some_and(|i| i >= t::ISSUE_BOUND_PCT);
+    // Atomics that serialise on one address form a queue more warps only lengthen: occupancy does not
+    // explain such a launch's time.
+    let serial_queue = out
+        .iter()
+        .any(|(x, _)| x.category == Category::AtomicsContention && x.estimated_speedup_pct.is_some_and(|e| e >= t::SEVERITY_MEDIUM_PCT));
+    let occupancy = |c: Category| matches!(c, Category::OccupancyRegisters | Category::OccupancySharedMemory | Category::OccupancyOther);
     let explains_regime = |x: &Finding| {
         let big = x.estimated_speedup_pct.is_some_and(|e| e >= t::SEVERITY_MEDIUM_PCT);
-        let secondary = x.category == Category::Divergence && regime == Some(BoundKind::Compute) && !issue_bound;
+        let secondary = (x.category == Category::Divergence && regime == Some(BoundKind::Compute) && !issue_bound)
+            || (serial_queue && occupancy(x.category));
         big && !is_regime(x)
             && !secondary
             && match regime {
