@@ -65,6 +65,9 @@ pub struct NumberMeaning {
     pub of_words: Vec<String>,
     /// The facts block line it was read from (0-based).
     pub line: usize,
+    /// Its item or label gives it a negative sense (idle, no work, wasted, excessive: see
+    /// `negative` in `prompts/meanings.toml`): a sentence must not write it as working or used.
+    pub negative: bool,
 }
 
 /// The word lists of `prompts/meanings.toml`.
@@ -73,6 +76,8 @@ struct MeaningWords {
     stop: Vec<String>,
     qualifiers: Vec<String>,
     units: Vec<String>,
+    /// Words that give a share the sense of idle, wasted or not working.
+    negative: Vec<String>,
     synonyms: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -190,6 +195,16 @@ impl Grounding {
                             ));
                             continue;
                         }
+                    }
+                    // "only 3.03% of the SMs have work" where the facts say "3.03% of the SMs have
+                    // no work": a share with a negative sense written without one is inverted.
+                    if own.iter().all(|m| m.negative) && !has_negative_word(clause, words) {
+                        let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
+                        out.push(format!(
+                            "{number} is written as its opposite: in this kernel's facts it is \"{}\" (idle, wasted or with no work), and the sentence does not say so",
+                            sources.join("\" and \"")
+                        ));
+                        continue;
                     }
                     if !named || misplaced {
                         let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
@@ -412,6 +427,11 @@ fn of_words(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `text` holds one of the negative-sense words of `prompts/meanings.toml` (whole words).
+fn has_negative_word(text: &str, words: &MeaningWords) -> bool {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).any(|w| words.negative.iter().any(|n| n == w))
+}
+
 /// Whether `rest` (a suffix of `text`) starts where a number may start: not inside a word.
 fn starts_number(text: &str, rest: &str) -> bool {
     let before = &text[..text.len() - rest.len()];
@@ -500,9 +520,13 @@ fn number_meanings(rendered_facts: &str) -> Vec<NumberMeaning> {
                     .filter(|w| !label_words.contains(w))
                     .collect();
                 // A number alone in its item ("- Achieved occupancy: 14.5%") is named by its label.
-                let item_words = if item_words.is_empty() { label_words.clone() } else { item_words };
+                let alone = item_words.is_empty();
+                let item_words = if alone { label_words.clone() } else { item_words };
                 let number = item_tokens[at].number.clone().unwrap_or_default();
                 let source = format!("{}: {}", first.trim(), item.trim());
+                let words = meaning_words();
+                // The item's own text, or the label when the number stands alone in its item.
+                let negative = has_negative_word(item, words) || (alone && has_negative_word(first, words));
                 out.push(NumberMeaning {
                     number,
                     item_words,
@@ -510,6 +534,7 @@ fn number_meanings(rendered_facts: &str) -> Vec<NumberMeaning> {
                     source,
                     line: line_index,
                     of_words: of_words(line),
+                    negative,
                 });
             }
         }
@@ -610,6 +635,33 @@ Source line moe.cu:42: 12.5% of samples
             "Long scoreboard stalls take 63.9% of the time.",
         ] {
             assert!(!g.misattributed(wrong).is_empty(), "{wrong} should be refused");
+        }
+    }
+
+    /// Issue 36, polarity: a share the facts give as idle or with no work keeps that sense.
+    #[test]
+    fn a_negative_share_is_not_written_as_its_opposite() {
+        let facts = "Launch: grid of 128 blocks of 256 threads, 132 SMs, 0.12 waves
+1. grid-too-small (high): The grid has 128 blocks for 132 SMs: 3.03% of the SMs have no work.
+2. tail-effect (low): The grid runs 2.37 waves; the last one leaves 21.0% of the GPU's block slots idle (tail effect).
+Throughput (% of peak): SM 8.99%, DRAM 64.5%";
+        let g = Grounding::new(facts, "k");
+        // The default model's sentence on an H200 decode profile (issue 36).
+        let inverted = "The grid has 128 blocks for 132 SMs, which means that the kernel is using more than one SM. However, only 3.03% of the SMs have work.";
+        let refused = g.misattributed(inverted);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].starts_with("3.03% is written as its opposite") && refused[0].contains("have no work"), "{refused:?}");
+        // A case never seen: an idle share written as filled.
+        assert!(!g.misattributed("The last wave fills 21.0% of the GPU's block slots.").is_empty());
+        for kept in [
+            "Only 128 blocks run on 132 SMs, so 3.03% of the SMs have no work.",
+            "3.03% of the SMs sit idle for the whole launch.",
+            "The last wave leaves 21.0% of the block slots idle.",
+            "21.0% of the block slots stay empty in the last wave.",
+            // A positive share needs no negative word.
+            "DRAM is at 64.5% of peak.",
+        ] {
+            assert_eq!(g.misattributed(kept), Vec::<String>::new(), "{kept}");
         }
     }
 
