@@ -9,6 +9,7 @@ pub mod cache;
 pub mod cli;
 pub mod collect;
 pub mod compare;
+pub mod direction;
 pub mod eval;
 pub mod explain;
 pub mod facts;

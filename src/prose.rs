@@ -418,6 +418,7 @@ impl Gate {
             if !self.suggestion_verbs.contains(&first) {
                 r.push(format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
             }
+            r.extend(crate::direction::wrong_turns(category, text));
             let words = words_of(&text.replace('-', " "));
             for phrase in &self.never_actionable {
                 if contains_phrase(&words, phrase) {
@@ -532,7 +533,7 @@ pub fn gate() -> &'static Gate {
 
 /// sha256 of the gate's files (part of the cache key: a changed gate recomputes analyses).
 pub fn files_sha256() -> String {
-    crate::cache::sha256_hex(format!("{GLOSSARY}\0{CONFIG}\0{}", WORDS.len()).as_bytes())
+    crate::cache::sha256_hex(format!("{GLOSSARY}\0{CONFIG}\0{}\0{}", WORDS.len(), crate::direction::TABLE).as_bytes())
 }
 
 #[cfg(test)]
