@@ -23,4 +23,5 @@ pub use keet_profile as profile;
 pub mod prose;
 pub mod render;
 pub mod rules;
+pub mod sense;
 pub mod validate;

@@ -303,6 +303,8 @@ impl Gate {
             }
         }
         reasons.extend(crate::validate::contradicting_words(ctx, text));
+        reasons.extend(crate::sense::wrong_definitions(text));
+        reasons.extend(crate::sense::invented_lines(ctx.launch, text));
         let words = words_of(&text.replace('-', " "));
         for (phrase, why) in &self.wrong_pictures {
             if contains_phrase(&words, phrase) {
@@ -533,7 +535,9 @@ pub fn gate() -> &'static Gate {
 
 /// sha256 of the gate's files (part of the cache key: a changed gate recomputes analyses).
 pub fn files_sha256() -> String {
-    crate::cache::sha256_hex(format!("{GLOSSARY}\0{CONFIG}\0{}\0{}", WORDS.len(), crate::direction::TABLE).as_bytes())
+    crate::cache::sha256_hex(
+        format!("{GLOSSARY}\0{CONFIG}\0{}\0{}\0{}", WORDS.len(), crate::direction::TABLE, crate::sense::TABLE).as_bytes(),
+    )
 }
 
 #[cfg(test)]
