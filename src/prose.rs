@@ -305,6 +305,7 @@ impl Gate {
         reasons.extend(crate::validate::contradicting_words(ctx, text));
         reasons.extend(crate::sense::wrong_definitions(text));
         reasons.extend(crate::sense::invented_lines(ctx.launch, text));
+        reasons.extend(crate::sense::false_comparisons(text));
         let words = words_of(&text.replace('-', " "));
         for (phrase, why) in &self.wrong_pictures {
             if contains_phrase(&words, phrase) {

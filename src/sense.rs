@@ -1,7 +1,7 @@
 //! Sense: model sentences that define a GPU term must agree with its definition
-//! (`expert/definitions.toml`), and a sentence may name only the source lines the profile holds.
-//! Both are prose-gate checks ([`crate::prose`]) that need no grammar: what a term means, and which
-//! lines exist.
+//! (`expert/definitions.toml`), a sentence may name only the source lines the profile holds, and a
+//! comparison between two of its numbers ("20.6 ... more than the 32") must hold. All are prose-gate
+//! checks ([`crate::prose`]) that need no grammar: what a term means, which lines exist, arithmetic.
 
 use crate::profile::Launch;
 use serde::Deserialize;
@@ -87,6 +87,56 @@ pub fn invented_lines(launch: &Launch, text: &str) -> Vec<String> {
     out
 }
 
+/// Phrases that say the number before them is larger (`true`) or smaller (`false`) than the one after.
+const COMPARATORS: &[(&str, bool)] = &[
+    ("more than", true),
+    ("greater than", true),
+    ("higher than", true),
+    ("larger than", true),
+    ("bigger than", true),
+    ("above", true),
+    ("exceeds", true),
+    ("less than", false),
+    ("fewer than", false),
+    ("lower than", false),
+    ("smaller than", false),
+    ("below", false),
+];
+
+/// A rendered number's value and the kind of its unit ("%", "µs", "" for a count).
+fn value_and_unit(number: &str) -> Option<(f64, String)> {
+    let digits: String = number.chars().take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ',')).collect();
+    let value = digits.replace(',', "").parse::<f64>().ok()?;
+    Some((value, number[digits.len()..].trim().to_string()))
+}
+
+/// Comparisons in `text` between two of its numbers that are false ("an average of 20.6 threads ...,
+/// which is more than the 32 possible"), each with the reason. The numbers compared are the last one
+/// before the comparison and the first after it, in the same unit; anything else is not checked.
+pub fn false_comparisons(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut out = Vec::new();
+    for (phrase, larger) in COMPARATORS {
+        let needle = format!(" {phrase} ");
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(&needle).map(|i| i + from) {
+            from = i + needle.len();
+            let before = crate::grounding::numbers_in(&text[..i]);
+            let after = crate::grounding::numbers_in(&text[i + needle.len()..]);
+            let (Some(a), Some(b)) = (before.last(), after.first()) else { continue };
+            let (Some((x, ux)), Some((y, uy))) = (value_and_unit(a), value_and_unit(b)) else { continue };
+            if ux != uy {
+                continue;
+            }
+            let holds = if *larger { x > y } else { x < y };
+            if !holds {
+                out.push(format!("it says {a} is {phrase} {b}, which is false"));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +162,26 @@ mod tests {
         assert!(wrong_definitions("Divergence occurs when threads in a warp take different paths.").is_empty());
         assert_eq!(wrong_definitions("The tail effect happens when the kernel uses too much memory.").len(), 1);
         assert_eq!(wrong_definitions("Register spilling occurs when the cache is full.").len(), 1);
+    }
+
+    /// The default model's arithmetic on an A10 GEMV (issue 36), and cases never seen.
+    #[test]
+    fn false_comparisons_are_refused() {
+        let r = false_comparisons(
+            "The kernel runs with an average of 20.6 threads active on each warp, which is more than the 32 possible threads per warp.",
+        );
+        assert_eq!(r, vec!["it says 20.6 is more than 32, which is false".to_string()]);
+        assert_eq!(false_comparisons("DRAM at 8.99% is higher than the SM at 64.5%.").len(), 1);
+        assert_eq!(false_comparisons("The grid has 132 blocks, fewer than the 96 SMs.").len(), 1);
+        for ok in [
+            "The grid has 96 blocks, fewer than the 132 SMs.",
+            "DRAM at 64.5% is higher than the SM at 8.99%.",
+            // Different units are not compared, nor a comparison with one number.
+            "19.81 µs is more than 45.2% of the time.",
+            "The grid has more than 96 blocks.",
+        ] {
+            assert_eq!(false_comparisons(ok), Vec::<String>::new(), "{ok}");
+        }
     }
 
     /// "line 128" for a profile with no source lines (the default model, issue 36): 128 was the grid.
