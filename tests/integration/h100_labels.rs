@@ -491,7 +491,7 @@ fn launch_matches(l: &keet::profile::Launch, kernel: &str) -> bool {
 }
 
 #[test]
-#[ignore = "recorded on an H200 (fixtures/h100/README.md): 26 of 28 primaries right, the pointer-chase twins do not separate and block-size is capped by the scorer's table"]
+#[ignore = "recorded on an H200 (fixtures/h100/README.md): 14 of 15 primaries right; the pointer-chase twins do not separate and block-size is capped by the scorer's table"]
 fn h100_profiles_show_labelled_problems() {
     let labels = load_labels();
     let dir = root().join("fixtures/h100");
