@@ -69,9 +69,28 @@ fn parse(source: &str) -> Result<Table, DirectionError> {
     Ok(t)
 }
 
-fn table() -> &'static Table {
-    static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| parse(TABLE).expect("expert/directions.toml parses (checked by a unit test)"))
+/// The table with each knob's phrases split into words, longest first (so "number of blocks" is
+/// read before "blocks"), once.
+struct Loaded {
+    table: Table,
+    phrases: BTreeMap<String, Vec<Vec<String>>>,
+}
+
+fn table() -> &'static Loaded {
+    static T: OnceLock<Loaded> = OnceLock::new();
+    T.get_or_init(|| {
+        let table = parse(TABLE).expect("expert/directions.toml parses (checked by a unit test)");
+        let phrases = table
+            .knobs
+            .iter()
+            .map(|(knob, list)| {
+                let mut words: Vec<Vec<String>> = list.iter().map(|p| words_of(p)).collect();
+                words.sort_by_key(|p| std::cmp::Reverse(p.len()));
+                (knob.clone(), words)
+            })
+            .collect();
+        Loaded { table, phrases }
+    })
 }
 
 fn words_of(text: &str) -> Vec<String> {
@@ -103,14 +122,12 @@ fn way_before(words: &[String], at: usize, phrase: &str, verbs: &Verbs) -> Optio
 /// Every knob of `category` that `text` turns the wrong way, each with the reason the model is
 /// re-asked with. A comparison ("fewer blocks than SMs") describes, it does not turn anything.
 pub fn wrong_turns(category: Category, text: &str) -> Vec<String> {
-    let t = table();
+    let loaded = table();
+    let t = &loaded.table;
     let words = words_of(&text.replace('-', " "));
     let mut out = Vec::new();
     for rule in t.rule.iter().filter(|r| r.category == category.as_str()) {
-        let mut phrases: Vec<Vec<String>> = t.knobs[&rule.knob].iter().map(|p| words_of(p)).collect();
-        // Longest first, so "number of blocks" is read before "blocks".
-        phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        'phrases: for phrase in &phrases {
+        'phrases: for phrase in &loaded.phrases[&rule.knob] {
             for at in (0..words.len()).filter(|&i| words[i..].starts_with(phrase)) {
                 if words.get(at + phrase.len()).is_some_and(|w| w == "than") {
                     continue;

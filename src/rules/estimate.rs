@@ -290,12 +290,13 @@ pub fn shared_conflicts(f: &Facts, conflict_pct: f64) -> ConflictEstimate {
     let l1 = v(&f.l1_throughput_pct).or(v(&f.sm_throughput_pct)).unwrap_or(0.0).min(100.0);
     // One block per SM: its warps meet at every barrier, so a warp held back by replays holds back the
     // block, and the waiting at the barrier is waiting on the replays. They are on the critical path.
-    let (factor, stall) = if one_block_per_sm(f) { (1.0, None) } else { wait_factor(l1, v(&f.stall_shared_share_pct)) };
+    let one_block = one_block_per_sm(f);
+    let (factor, stall) = if one_block { (1.0, None) } else { wait_factor(l1, v(&f.stall_shared_share_pct)) };
     ConflictEstimate {
         per_sm: measured.map(|m| m.1),
         pipe_share_pct: pipe,
         stall_share_pct: stall,
-        one_block_per_sm: one_block_per_sm(f),
+        one_block_per_sm: one_block,
         estimate_pct: pipe.map(|p| p * factor),
     }
 }
