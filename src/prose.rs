@@ -613,6 +613,19 @@ mod tests {
         assert!(!balanced.iter().any(|r| r.contains("unbalanced")), "{balanced:?}");
         let no_work = reasons(Category::GridTooSmall, "The grid has 32 blocks for 132 SMs, so each block will have no work to do.");
         assert!(no_work.iter().any(|r| r.contains("SMs that get no block")), "{no_work:?}");
+        // The default model's sentences on decode_c1 (cuBLAS, 96 blocks) and a GTX 1650 kernel.
+        let idle = reasons(Category::GridTooSmall, "This means that each block will be idle, wasting resources.");
+        assert!(idle.iter().any(|r| r.contains("SMs that sit idle, not blocks")), "{idle:?}");
+        let over = reasons(
+            Category::OccupancyOther,
+            "The kernel is using more warps than the theoretical maximum, which can lead to reduced performance.",
+        );
+        assert!(over.iter().any(|r| r.contains("can never exceed the theoretical")), "{over:?}");
+        let none = reasons(
+            Category::LatencyBound,
+            "The kernel is not using any units, which means that the time spent on this kernel is due to latency.",
+        );
+        assert!(none.iter().any(|r| r.contains("every running kernel uses its units")), "{none:?}");
     }
 
     /// The fa2_fwd profile's top kernel (compute-bound, memory at 18.7%) with the default model:
