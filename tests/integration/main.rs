@@ -14,6 +14,7 @@ mod context_format;
 mod corpus_labels;
 mod csv_corpus;
 mod csv_encodings;
+mod error_messages;
 mod eval_cli;
 mod eval_questions;
 mod eval_reuse;

@@ -44,19 +44,11 @@ pub fn parse_device(s: &str) -> Result<Device, LlmError> {
         Ok(Err(e)) => Err(err(format!(
             "cannot open CUDA device {ordinal} ({e}); is an NVIDIA GPU there and its driver's libcuda.so.1 \
              (not the toolkit's stub) on the library path? `nvidia-smi` should list the GPU",
-            e = without_backtrace(&e)
+            e = crate::model::candle_message(&e)
         ))),
         Err(_) => {
             Err(err(format!("cannot open CUDA device {ordinal} (the CUDA bindings failed); is an NVIDIA GPU and its driver present?")))
         }
-    }
-}
-
-/// A candle error's message without the backtrace candle attaches when `RUST_BACKTRACE` is set.
-fn without_backtrace(e: &candle_core::Error) -> String {
-    match e {
-        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(inner),
-        e => e.to_string(),
     }
 }
 

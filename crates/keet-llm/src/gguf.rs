@@ -44,7 +44,8 @@ impl GgufFile {
         // and rename it, which leaves this mapping intact).
         let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| err(format!("cannot map model file {}: {e}", path.display())))?;
         let file_len = map.len() as u64;
-        let content = gguf_file::Content::read(&mut Cursor::new(&map[..])).map_err(|e| corrupt(format!("bad GGUF header ({e})")))?;
+        let content = gguf_file::Content::read(&mut Cursor::new(&map[..]))
+            .map_err(|e| corrupt(format!("bad GGUF header ({})", crate::model::candle_message(&e))))?;
         // The tensor that reaches furthest into the file: (end, name, start).
         let mut last: Option<(u64, &str, u64)> = None;
         for (name, ti) in &content.tensor_infos {

@@ -3,13 +3,25 @@
 /// Errors of the LLM engine.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    #[error("{0}")]
+    #[error("{}", candle_message(.0))]
     Candle(#[from] candle_core::Error),
     #[error("{0}")]
     Msg(String),
     /// The conversation does not fit the model's context window (the answer needs room too).
     #[error("prompt has {prompt_tokens} tokens, the model's context is {context_tokens}")]
     PromptTooLong { prompt_tokens: usize, context_tokens: usize },
+}
+
+/// A candle error's message without the backtrace candle puts into it when library backtraces are
+/// on (`RUST_BACKTRACE=1`): keet's errors carry the message and the fix, never a dependency's frames.
+pub fn candle_message(e: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match e {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
+        e => e.to_string(),
+    }
 }
 
 /// The model's weights as loaded on its device (after any conversion the implementation makes:
