@@ -17,6 +17,7 @@ pub mod files;
 pub mod grounding;
 /// The model engine, a crate of its own (`crates/keet-llm`); `crate::llm::...` paths keep working.
 pub use keet_llm as llm;
+pub mod mechanism;
 pub mod merge;
 /// Ingest, a crate of its own (`crates/keet-profile`); `crate::profile::...` paths keep working.
 pub use keet_profile as profile;

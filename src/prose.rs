@@ -306,6 +306,9 @@ impl Gate {
         reasons.extend(crate::sense::wrong_definitions(text));
         reasons.extend(crate::sense::invented_lines(ctx.launch, text));
         reasons.extend(crate::sense::false_comparisons(text));
+        reasons.extend(crate::mechanism::non_sequiturs(text));
+        reasons.extend(crate::mechanism::wrong_roles(text));
+        reasons.extend(crate::mechanism::wrong_regimes(ctx.facts, text));
         let words = words_of(&text.replace('-', " "));
         for (phrase, why) in &self.wrong_pictures {
             if contains_phrase(&words, phrase) {
@@ -537,7 +540,8 @@ pub fn gate() -> &'static Gate {
 /// sha256 of the gate's files (part of the cache key: a changed gate recomputes analyses).
 pub fn files_sha256() -> String {
     crate::cache::sha256_hex(
-        format!("{GLOSSARY}\0{CONFIG}\0{}\0{}\0{}", WORDS.len(), crate::direction::TABLE, crate::sense::TABLE).as_bytes(),
+        format!("{GLOSSARY}\0{CONFIG}\0{}\0{}\0{}\0{}", WORDS.len(), crate::direction::TABLE, crate::sense::TABLE, crate::mechanism::TABLE)
+            .as_bytes(),
     )
 }
 

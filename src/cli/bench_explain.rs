@@ -7,6 +7,7 @@
 use super::args::ModelArgs;
 use crate::explain::report::{ExplainReport, Writer};
 use crate::explain::{self, ExplainOptions, ProseMode};
+use crate::mechanism::SentenceKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -40,6 +41,8 @@ pub struct SentenceRow {
     pub field: String,
     pub writer: Writer,
     pub text: String,
+    /// What a sentence in the model's own words does (one row per sentence); `None` for others.
+    pub kind: Option<SentenceKind>,
 }
 
 /// Every sentence of the report's model findings (rule findings carry no text origin).
@@ -48,17 +51,26 @@ pub fn sentence_rows(report: &ExplainReport) -> Vec<SentenceRow> {
     for k in &report.kernels {
         for f in &k.findings {
             let Some(to) = &f.text_origin else { continue };
-            let row = |field: String, writer: Writer, text: &str| SentenceRow {
+            let row = |field: String, writer: Writer, text: &str, kind: Option<SentenceKind>| SentenceRow {
                 kernel: k.kernel.name.clone(),
                 category: f.finding.category.as_str().to_string(),
                 field,
                 writer,
                 text: text.to_string(),
+                kind,
             };
-            out.push(row("claim".into(), to.claim, &f.finding.claim));
-            out.push(row("explanation".into(), to.explanation, &f.finding.explanation));
-            for (n, (s, w)) in f.finding.suggestions.iter().zip(&to.suggestions).enumerate() {
-                out.push(row(format!("suggestion {}", n + 1), *w, s));
+            let mut fields =
+                vec![("claim".to_string(), to.claim, &f.finding.claim), ("explanation".into(), to.explanation, &f.finding.explanation)];
+            fields.extend(
+                f.finding.suggestions.iter().zip(&to.suggestions).enumerate().map(|(n, (s, w))| (format!("suggestion {}", n + 1), *w, s)),
+            );
+            for (field, writer, text) in fields {
+                let kinds: Vec<_> = to.kinds.iter().filter(|x| x.field == field).collect();
+                if writer == Writer::Model && !kinds.is_empty() {
+                    out.extend(kinds.iter().map(|x| row(field.clone(), writer, &x.text, Some(x.kind))));
+                } else {
+                    out.push(row(field, writer, text, None));
+                }
             }
         }
     }
@@ -68,6 +80,42 @@ pub fn sentence_rows(report: &ExplainReport) -> Vec<SentenceRow> {
 /// Sentences by `writer` shown in a report (the kernel's category, the text), in report order.
 pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, String)> {
     sentence_rows(report).into_iter().filter(|r| r.writer == writer).map(|r| (r.category, r.text)).collect()
+}
+
+/// What the model's own sentences do (names code, links facts, restates, general), as shares of all
+/// of them, and how many kernels have at least one linked sentence.
+fn print_kinds(reports: &[ExplainReport]) {
+    let rows: Vec<SentenceRow> = reports.iter().flat_map(sentence_rows).filter(|r| r.kind.is_some()).collect();
+    let total = rows.len().max(1) as f64;
+    let shares: Vec<String> = SentenceKind::ALL
+        .iter()
+        .map(|k| {
+            let n = rows.iter().filter(|r| r.kind == Some(*k)).count();
+            format!("{} {n} ({:.1}%)", k.as_str(), 100.0 * n as f64 / total)
+        })
+        .collect();
+    println!("model's own sentences, by what they do: {} of {}", shares.join(", "), rows.len());
+    let kernels: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
+    let linked: std::collections::BTreeSet<&str> =
+        rows.iter().filter(|r| matches!(r.kind, Some(SentenceKind::Links | SentenceKind::NamesCode))).map(|r| r.kernel.as_str()).collect();
+    println!("kernels with a linked sentence: {} of {} with model sentences", linked.len(), kernels.len());
+}
+
+/// Model sentences kept from the reader, counted by the check that refused them (the first words of
+/// each reason, e.g. "it joins", "it calls the kernel", "it only restates").
+fn print_refusals(reports: &[ExplainReport]) {
+    let mut by_check: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for r in reports.iter().flat_map(|r| &r.kernels).flat_map(|k| &k.replaced) {
+        for reason in &r.reasons {
+            let reason = reason.trim_start_matches("re-asked: ");
+            let check: String = reason.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+            *by_check.entry(check).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(String, usize)> = by_check.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let list: Vec<String> = v.iter().take(12).map(|(c, n)| format!("\"{c} ...\" {n}")).collect();
+    println!("refusal reasons, by check (first words): {}", if list.is_empty() { "none".into() } else { list.join(", ") });
 }
 
 pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
@@ -93,7 +141,7 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
     let mut sentence_file = match &a.sentences {
         Some(path) => {
             let mut file = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            writeln!(file, "mode\tprofile\tkernel\tcategory\tfield\twriter\ttext")?;
+            writeln!(file, "mode\tprofile\tkernel\tcategory\tfield\twriter\tkind\ttext")?;
             Some(file)
         }
         None => None,
@@ -150,7 +198,8 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
                 let one_line = |t: &str| t.replace(['\t', '\n'], " ");
                 for r in sentence_rows(&cold) {
                     let writer = serde_json::to_value(r.writer)?.as_str().unwrap_or_default().to_string();
-                    let fields = [mode.as_str(), &p.display().to_string(), &r.kernel, &r.category, &r.field, &writer, &r.text];
+                    let kind = r.kind.map(|k| k.as_str()).unwrap_or("-");
+                    let fields = [mode.as_str(), &p.display().to_string(), &r.kernel, &r.category, &r.field, &writer, kind, &r.text];
                     writeln!(file, "{}", fields.map(one_line).join("\t"))?;
                 }
                 file.flush()?;
@@ -197,6 +246,8 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
         println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose or copied", samples.len());
         println!("share shown in the model's own words: {:.1}%", pct(samples.len()));
+        print_kinds(&reports);
+        print_refusals(&reports);
         // Five samples spread over the run.
         let step = (samples.len() / 5).max(1);
         for (c, s) in samples.iter().step_by(step).take(5) {

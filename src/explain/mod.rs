@@ -597,7 +597,7 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
     let facts_json =
         serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v12", mode)).expect("options serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v13", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -889,6 +889,8 @@ fn explain_with_model(
     }
     // The prose gate: every sentence, one re-ask for those that fail, then the expert text.
     let gate = crate::prose::gate();
+    let rows: Vec<(Option<u64>, &str)> = launch.source.iter().flat_map(|s| s.rows.iter().map(|r| (r.line, r.text.as_str()))).collect();
+    let code_words = crate::mechanism::code_words(&rows);
     let mut shown: Vec<ShownFinding> = Vec::new();
     let mut replaced: Vec<ReplacedSentence> = Vec::new();
     let mut earlier: Vec<String> = Vec::new();
@@ -902,6 +904,9 @@ fn explain_with_model(
         // comparisons and regime words, one list of reasons per field.
         let sentence_check = |f: &Finding, field: Field, text: &str, others: &[&str]| {
             let mut reasons = validate::sentence_errors(&ctx, grounding, f.category, field.kind(), text);
+            if field == Field::Explanation && crate::mechanism::only_restates(text) {
+                reasons.push(restates_reason(&ctx, grounding, f.category));
+            }
             for r in gate.check_field_with(&ctx, f.category, field, text, others, &grounding.fact_words) {
                 if !reasons.contains(&r) {
                     reasons.push(r);
@@ -928,6 +933,20 @@ fn explain_with_model(
                             field: "explanation (sentences cut)".into(),
                             texts: vec![cut],
                             reasons: std::mem::take(&mut reasons),
+                        });
+                        text = kept;
+                        set_field(&mut f, field, text.clone());
+                    }
+                }
+                // Sentences that only restate a facts line are not an explanation: left out when
+                // the paragraph has others.
+                if field == Field::Explanation && reasons.is_empty() {
+                    if let Some((kept, restating)) = crate::mechanism::without_restating(&text) {
+                        replaced.push(ReplacedSentence {
+                            category: f.category,
+                            field: "explanation (sentences left out)".into(),
+                            texts: vec![restating],
+                            reasons: vec!["it only restates the facts".into()],
                         });
                         text = kept;
                         set_field(&mut f, field, text.clone());
@@ -1044,8 +1063,13 @@ fn explain_with_model(
         }
         f.suggestions = keep;
         let writer_of = |fl: Field| writers.iter().find(|w| w.0 == fl).map(|w| w.1).unwrap_or(Writer::Expert);
-        let text_origin =
-            TextOrigin { claim: writer_of(Field::Claim), explanation: writer_of(Field::Explanation), suggestions: sug_writers };
+        let mut text_origin = TextOrigin {
+            claim: writer_of(Field::Claim),
+            explanation: writer_of(Field::Explanation),
+            suggestions: sug_writers,
+            kinds: Vec::new(),
+        };
+        text_origin.kinds = kinds_of_sentences(&f, &text_origin, &code_words);
         let model_sentences =
             [text_origin.claim, text_origin.explanation].iter().chain(&text_origin.suggestions).filter(|w| **w != Writer::Expert).count();
         counts.shown += model_sentences;
@@ -1095,6 +1119,32 @@ fn explain_with_model(
     let order = |c: rules::Category| la.findings.iter().position(|r| r.category == c).unwrap_or(usize::MAX);
     shown.sort_by_key(|s| order(s.finding.category));
     Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped, prose: counts, replaced })
+}
+
+/// The re-ask reason for an explanation that only restates facts: what it should join instead.
+fn restates_reason(ctx: &Context, grounding: &crate::grounding::Grounding, category: rules::Category) -> String {
+    let hints = prompt::cause_and_effect(ctx, grounding, category);
+    let example = hints.first().map(|h| format!(", as in: {h}")).unwrap_or_default();
+    format!("it only restates the facts, which the engineer already sees; say what causes what in this kernel{example}")
+}
+
+/// What each sentence the model wrote in its own words does, in report order.
+fn kinds_of_sentences(f: &Finding, origin: &TextOrigin, code_words: &[String]) -> Vec<report::KindOfSentence> {
+    let mut fields: Vec<(String, &str, Writer)> =
+        vec![("claim".into(), f.claim.as_str(), origin.claim), ("explanation".into(), f.explanation.as_str(), origin.explanation)];
+    fields.extend(
+        f.suggestions.iter().zip(&origin.suggestions).enumerate().map(|(i, (t, w))| (format!("suggestion {}", i + 1), t.as_str(), *w)),
+    );
+    let mut out = Vec::new();
+    for (field, text, writer) in fields {
+        if writer != Writer::Model {
+            continue;
+        }
+        for s in text.split_inclusive(". ").map(str::trim).filter(|s| !s.is_empty()) {
+            out.push(report::KindOfSentence { field: field.clone(), text: s.to_string(), kind: crate::mechanism::classify(s, code_words) });
+        }
+    }
+    out
 }
 
 fn set_field(f: &mut Finding, field: Field, text: String) {

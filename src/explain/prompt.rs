@@ -266,6 +266,24 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     KernelFacts { facts: out, source, grounding }
 }
 
+/// The cause-and-effect lines of `expert/mechanisms.toml` for a problem of `category`, with this
+/// kernel's values written as its facts block writes them; a line whose numbers the block does not
+/// show (`grounding`) is left out.
+pub fn cause_and_effect(ctx: &Context, grounding: &crate::grounding::Grounding, category: rules::Category) -> Vec<String> {
+    let value = |key: &str| {
+        let f = ctx.facts.get(key)?;
+        Some(match f.unit {
+            "%" => fmt_value(f.value, "%"),
+            "byte" | "bytes" => fmt_value(f.value, "byte"),
+            _ => rules::fmt_num(f.value),
+        })
+    };
+    crate::mechanism::hints(category, value)
+        .into_iter()
+        .filter(|h| crate::grounding::numbers_in(h).iter().all(|n| grounding.numbers.contains(n)))
+        .collect()
+}
+
 /// The user message for one kernel: its facts block, the metrics it may cite, and the task.
 pub fn kernel(ctx: &Context, facts: &KernelFacts, max_findings: usize) -> Result<String, minijinja::Error> {
     let mut metrics: Vec<schema::Citable> = Vec::new();
@@ -280,7 +298,14 @@ pub fn kernel(ctx: &Context, facts: &KernelFacts, max_findings: usize) -> Result
         .iter()
         .map(|c| json!({"label": c.label, "metric": c.metric, "value": serde_json::Value::from(c.value).to_string(), "unit": c.unit}))
         .collect();
+    let links: Vec<String> = ctx
+        .rules
+        .iter()
+        .take(max_findings)
+        .flat_map(|r| cause_and_effect(ctx, &facts.grounding, r.category).into_iter().map(move |h| format!("{}: {h}", r.category.as_str())))
+        .collect();
     let data = json!({
+        "links": links,
         "facts": facts.facts,
         "source": facts.source,
         "metrics": metrics,

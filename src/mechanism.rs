@@ -1,0 +1,569 @@
+//! Mechanisms: which quantity of a kernel causes which (`expert/mechanisms.toml`), and what a model
+//! sentence does with them. A connective ("which means", "so", "because") that joins two quantities
+//! the table does not link is a non-sequitur; a regime named positively must be this kernel's; a unit
+//! must be named in its role (the SM computes, L1/L2/DRAM move bytes). The same table classifies a
+//! shown sentence (links facts, restates a fact, general) and gives the prompt the cause-and-effect
+//! lines of a kernel's own facts. All checks are prose-gate checks ([`crate::prose`]).
+
+use crate::facts::{BoundKind, Facts};
+use crate::rules::Category;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+/// The mechanisms table, as an expert reviews it.
+pub const TABLE: &str = include_str!("../expert/mechanisms.toml");
+
+/// The effect every cause may have: saying that a cause costs time is never a non-sequitur, and
+/// never enough to make a sentence an explanation.
+const TIME: &str = "time";
+/// Links followed from one quantity to another: direct, or through one quantity in between.
+const MAX_HOPS: usize = 2;
+/// Words before a regime phrase that are looked at for `not_a_claim`.
+const CLAIM_WINDOW_WORDS: usize = 4;
+/// Words after a copula within which a role noun must start ("is the main memory unit").
+const ROLE_NOUN_WITHIN_WORDS: usize = 3;
+
+#[derive(Debug, Deserialize)]
+struct Connective {
+    phrases: Vec<String>,
+    effect_first: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Quantity {
+    id: String,
+    phrases: Vec<String>,
+}
+
+/// One cause -> effect link an expert accepts.
+#[derive(Debug, Deserialize)]
+pub struct Link {
+    pub cause: String,
+    pub effect: String,
+    pub why: String,
+    pub source: String,
+    #[serde(default)]
+    pub hint: Option<String>,
+    #[serde(default)]
+    pub categories: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Regime {
+    phrases: Vec<String>,
+    true_of: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Role {
+    role: String,
+    units: Vec<String>,
+    nouns: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Table {
+    connective: Vec<Connective>,
+    quantity: Vec<Quantity>,
+    link: Vec<Link>,
+    regime: Vec<Regime>,
+    not_a_claim: Vec<String>,
+    hubs: Vec<String>,
+    role: Vec<Role>,
+    copulas: Vec<String>,
+}
+
+/// A phrase of the table as words, and what it names.
+#[derive(Debug, Clone)]
+enum Mark {
+    Quantity(String),
+    /// A connective; `true` when the cause follows it ("because").
+    Connective(bool),
+}
+
+struct Loaded {
+    table: Table,
+    /// Every phrase (words; a last word ending in `*` is a prefix) with its mark, longest first.
+    phrases: Vec<(Vec<String>, Mark)>,
+    /// cause -> effects.
+    effects: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn loaded() -> &'static Loaded {
+    static L: OnceLock<Loaded> = OnceLock::new();
+    L.get_or_init(|| {
+        let table: Table = toml::from_str(TABLE).expect("expert/mechanisms.toml parses (checked by a unit test)");
+        let mut phrases: Vec<(Vec<String>, Mark)> = Vec::new();
+        for c in &table.connective {
+            phrases.extend(c.phrases.iter().map(|p| (words(p), Mark::Connective(c.effect_first))));
+        }
+        for q in &table.quantity {
+            phrases.extend(q.phrases.iter().map(|p| (words(p), Mark::Quantity(q.id.clone()))));
+        }
+        // Longest first; at equal length a connective wins over a quantity ("limits").
+        phrases.sort_by_key(|(w, m)| (std::cmp::Reverse(w.len()), matches!(m, Mark::Quantity(_))));
+        let mut effects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for l in &table.link {
+            effects.entry(l.cause.clone()).or_default().insert(l.effect.clone());
+        }
+        Loaded { table, phrases, effects }
+    })
+}
+
+/// Lower-case words of `text`: hyphens split words, `/`, `_` and `µ` stay inside one.
+pub fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '_' | '*' | '\'')))
+        .map(|w| w.trim_matches(|c: char| c == '/' || c == '\''))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn matches_at(text: &[String], at: usize, phrase: &[String]) -> bool {
+    phrase.len() <= text.len() - at
+        && phrase.iter().zip(&text[at..]).all(|(p, w)| match p.strip_suffix('*') {
+            Some(prefix) => w.starts_with(prefix),
+            None => p == w,
+        })
+}
+
+/// The marks of `text` in order (longest phrase first at each word), with the word each starts at.
+fn marks(text: &[String]) -> Vec<(usize, Mark)> {
+    let l = loaded();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        match l.phrases.iter().find(|(p, _)| matches_at(text, at, p)) {
+            Some((p, m)) => {
+                out.push((at, m.clone()));
+                at += p.len();
+            }
+            None => at += 1,
+        }
+    }
+    out
+}
+
+/// Is `effect` reached from `cause` in at most [`MAX_HOPS`] links, passing through no hub?
+fn causes(cause: &str, effect: &str) -> bool {
+    let l = loaded();
+    let mut frontier: BTreeSet<&str> = BTreeSet::from([cause]);
+    for _ in 0..MAX_HOPS {
+        let next: BTreeSet<&str> = frontier.iter().filter_map(|q| l.effects.get(*q)).flat_map(|s| s.iter().map(String::as_str)).collect();
+        if next.contains(effect) {
+            return true;
+        }
+        // A chain ends at a hub; it does not go on through one.
+        frontier = next.into_iter().filter(|q| !l.table.hubs.iter().any(|h| h == q)).collect();
+    }
+    false
+}
+
+/// Do the table's links join `a` and `b`, either way (an effect may be named before its cause:
+/// "SMs sit idle, which means the grid is too small")?
+pub fn related(a: &str, b: &str) -> bool {
+    a == b || a == TIME || b == TIME || causes(a, b) || causes(b, a)
+}
+
+/// Each pair of quantity sets a connective of `text` joins, as (cause side, effect side).
+fn joined(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let ws = words(text);
+    let ms = marks(&ws);
+    let mut out = Vec::new();
+    let segments: Vec<usize> = ms.iter().enumerate().filter(|(_, (_, m))| matches!(m, Mark::Connective(_))).map(|(i, _)| i).collect();
+    for (n, &i) in segments.iter().enumerate() {
+        let start = if n == 0 { 0 } else { segments[n - 1] + 1 };
+        let end = segments.get(n + 1).copied().unwrap_or(ms.len());
+        let ids = |r: std::ops::Range<usize>| -> Vec<String> {
+            ms[r]
+                .iter()
+                .filter_map(|(_, m)| match m {
+                    Mark::Quantity(q) if q != TIME => Some(q.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (mut cause, mut effect) = (ids(start..i), ids(i + 1..end));
+        if matches!(ms[i].1, Mark::Connective(true)) {
+            std::mem::swap(&mut cause, &mut effect);
+        }
+        if !cause.is_empty() && !effect.is_empty() {
+            out.push((cause, effect));
+        }
+    }
+    out
+}
+
+/// Connectives of `text` that join quantities the mechanisms table does not link, each with the
+/// reason for the re-ask ("a grid with 32 blocks, which means it has 132 SMs available").
+pub fn non_sequiturs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (before, after) in joined(text) {
+        if !before.iter().any(|a| after.iter().any(|b| related(a, b))) {
+            out.push(format!(
+                "it joins {} to {} as cause and effect, but one does not cause the other (say what causes what in this kernel)",
+                name(&before),
+                name(&after)
+            ));
+        }
+    }
+    out
+}
+
+fn name(ids: &[String]) -> String {
+    let mut v: Vec<String> = ids.iter().map(|q| q.replace('_', " ")).collect();
+    v.dedup();
+    v.join("/")
+}
+
+/// Does `text` join two different quantities that the table links (a cause and its effect)?
+pub fn links(text: &str) -> bool {
+    joined(text).iter().any(|(before, after)| before.iter().any(|a| after.iter().any(|b| a != b && related(a, b))))
+}
+
+/// What a shown model sentence does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SentenceKind {
+    /// Names an identifier or a line of the kernel's source.
+    NamesCode,
+    /// Joins two of this kernel's quantities as cause and effect (a link of the table) and writes
+    /// one of its numbers.
+    Links,
+    /// Writes this kernel's numbers but joins nothing: the facts block already says it.
+    Restates,
+    /// Neither a number of this kernel nor a link: advice or a general statement.
+    General,
+}
+
+impl SentenceKind {
+    pub const ALL: [SentenceKind; 4] = [SentenceKind::NamesCode, SentenceKind::Links, SentenceKind::Restates, SentenceKind::General];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SentenceKind::NamesCode => "names code",
+            SentenceKind::Links => "links facts",
+            SentenceKind::Restates => "restates",
+            SentenceKind::General => "general",
+        }
+    }
+}
+
+/// The kind of one sentence; `code_words` are the identifiers and line numbers of the kernel's
+/// source that keet holds (empty without source).
+pub fn classify(text: &str, code_words: &[String]) -> SentenceKind {
+    let tokens: Vec<&str> = text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| !t.is_empty()).collect();
+    let lower = text.to_lowercase();
+    if tokens.iter().any(|t| code_words.iter().any(|c| c == t))
+        || code_words.iter().any(|c| c.starts_with("line ") && lower.contains(c.as_str()))
+    {
+        return SentenceKind::NamesCode;
+    }
+    let has_number = !crate::grounding::numbers_in(text).is_empty();
+    match (links(text), has_number) {
+        (true, true) => SentenceKind::Links,
+        (false, true) => SentenceKind::Restates,
+        _ => SentenceKind::General,
+    }
+}
+
+/// The sentences of a paragraph (split after ". ").
+fn sentences(paragraph: &str) -> Vec<&str> {
+    paragraph.split_inclusive(". ").map(str::trim).filter(|p| !p.is_empty()).collect()
+}
+
+/// Does every sentence of `paragraph` only restate the kernel's numbers, joining no two of its
+/// quantities? Such an explanation says what the facts block already says.
+pub fn only_restates(paragraph: &str) -> bool {
+    let all = sentences(paragraph);
+    !all.is_empty() && all.iter().all(|s| classify(s, &[]) == SentenceKind::Restates)
+}
+
+/// `paragraph` without its sentences that only restate numbers, and those sentences; `None` when
+/// none restates or every one does (then the paragraph as a whole is judged).
+pub fn without_restating(paragraph: &str) -> Option<(String, String)> {
+    let (restating, kept): (Vec<&str>, Vec<&str>) =
+        sentences(paragraph).into_iter().partition(|s| classify(s, &[]) == SentenceKind::Restates);
+    (!restating.is_empty() && !kept.is_empty()).then(|| (kept.join(" "), restating.join(" ")))
+}
+
+/// The words of the kernel's source that name code: identifiers (with `_`, a digit or an inner
+/// capital, or followed by `[` or `(`) of the source rows keet holds, and their line numbers.
+pub fn code_words(rows: &[(Option<u64>, &str)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (line, text) in rows {
+        if let Some(n) = line {
+            out.push(format!("line {n}"));
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let mut at = 0;
+        while at < chars.len() {
+            if !(chars[at].is_alphabetic() || chars[at] == '_') {
+                at += 1;
+                continue;
+            }
+            let start = at;
+            while at < chars.len() && (chars[at].is_alphanumeric() || chars[at] == '_') {
+                at += 1;
+            }
+            let id: String = chars[start..at].iter().collect();
+            let called = matches!(chars.get(at), Some('[' | '('));
+            let shaped = id.contains('_') || id.chars().any(|c| c.is_ascii_digit()) || id.chars().skip(1).any(char::is_uppercase);
+            if id.len() >= 2 && (shaped || called) && !CODE_KEYWORDS.contains(&id.as_str()) && !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+/// C++/CUDA words that are not the user's identifiers.
+const CODE_KEYWORDS: &[&str] =
+    &["if", "for", "while", "return", "sizeof", "switch", "__syncthreads", "__global__", "__shared__", "min", "max"];
+
+fn regime_of(name: &str) -> Option<BoundKind> {
+    Some(match name {
+        "memory" => BoundKind::Memory,
+        "compute" => BoundKind::Compute,
+        "latency" => BoundKind::Latency,
+        "grid_too_small" => BoundKind::GridTooSmall,
+        "launch" => BoundKind::Launch,
+        _ => return None,
+    })
+}
+
+/// Regimes `text` gives the kernel that its facts do not ("a latency-bound issue" of a memory-bound
+/// kernel), each with the reason. Negated and hypothetical uses are not claims.
+pub fn wrong_regimes(facts: &Facts, text: &str) -> Vec<String> {
+    let Some(bound) = facts.bound.as_ref().map(|b| b.kind) else { return Vec::new() };
+    let t = &loaded().table;
+    let ws = words(text);
+    let mut out = Vec::new();
+    for r in &t.regime {
+        if r.true_of.iter().filter_map(|n| regime_of(n)).any(|k| k == bound) {
+            continue;
+        }
+        for p in &r.phrases {
+            let pw = words(p);
+            for at in (0..ws.len()).filter(|&i| matches_at(&ws, i, &pw)) {
+                let window = &ws[at.saturating_sub(CLAIM_WINDOW_WORDS)..at];
+                if window.iter().any(|w| t.not_a_claim.contains(w)) {
+                    continue;
+                }
+                let reason = format!("it calls the kernel {}, but it is {}", p.replace(' ', "-"), crate::validate::bound_name(Some(bound)));
+                if !out.contains(&reason) {
+                    out.push(reason);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Units `text` names in the other role ("L1/TEX and SM are the main memory access units": the SM
+/// computes), each with the reason.
+pub fn wrong_roles(text: &str) -> Vec<String> {
+    let t = &loaded().table;
+    let mut out = Vec::new();
+    // Each clause on its own: the units before a copula, the role noun after it.
+    for clause in text.split([',', ';', '.', ':', '(', ')']) {
+        let ws = words(clause);
+        let Some((cop_at, cop_len)) = t.copulas.iter().find_map(|c| {
+            let cw = words(c);
+            (0..ws.len()).find(|&i| matches_at(&ws, i, &cw)).map(|i| (i, cw.len()))
+        }) else {
+            continue;
+        };
+        let (subject, predicate) = (&ws[..cop_at], &ws[cop_at + cop_len..]);
+        for role in &t.role {
+            // The role noun is what the unit *is*: it follows the copula after at most a few
+            // determiners and adjectives ("are the main memory access units").
+            let has_noun = role.nouns.iter().any(|n| {
+                let nw = words(n);
+                (0..predicate.len().min(ROLE_NOUN_WITHIN_WORDS + 1)).any(|i| matches_at(predicate, i, &nw))
+            });
+            if !has_noun {
+                continue;
+            }
+            for other in t.role.iter().filter(|o| o.role != role.role) {
+                for unit in &other.units {
+                    let uw = words(unit);
+                    if (0..subject.len()).any(|i| matches_at(subject, i, &uw)) && !role.units.contains(unit) {
+                        out.push(format!(
+                            "it calls the {} a {} unit, but the {} {} ",
+                            unit.to_uppercase(),
+                            if role.role == "computes" { "compute" } else { "memory" },
+                            unit.to_uppercase(),
+                            other.role
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.iter().map(|r| r.trim_end().to_string()).collect()
+}
+
+/// The cause-and-effect lines the prompt shows for a problem of `category`: the table's hints whose
+/// facts this kernel has, with its values written by `render` (`None` for a fact it lacks).
+pub fn hints(category: Category, render: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in loaded().table.link.iter().filter(|l| l.categories.iter().any(|c| c == category.as_str())) {
+        let Some(hint) = &l.hint else { continue };
+        if let Some(text) = fill(hint, &render) {
+            out.push(text);
+        }
+    }
+    out
+}
+
+/// `template` with each `{fact_key}` replaced by `render(fact_key)`; `None` when one is missing.
+fn fill(template: &str, render: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = rest[open..].find('}')? + open;
+        out.push_str(&rest[..open]);
+        out.push_str(&render(&rest[open + 1..close])?);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The links of the table, for the docs and tests.
+pub fn all_links() -> &'static [Link] {
+    &loaded().table.link
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_parses_and_links_name_known_quantities_with_reasons() {
+        let l = loaded();
+        let ids: BTreeSet<&str> = l.table.quantity.iter().map(|q| q.id.as_str()).collect();
+        for link in &l.table.link {
+            assert!(ids.contains(link.cause.as_str()) && ids.contains(link.effect.as_str()), "{} -> {}", link.cause, link.effect);
+            assert!(!link.why.is_empty() && !link.source.is_empty());
+            for c in &link.categories {
+                assert!(Category::parse(c).is_some(), "unknown category {c}");
+            }
+        }
+        for r in &l.table.regime {
+            assert!(r.true_of.iter().all(|n| regime_of(n).is_some()));
+        }
+    }
+
+    /// The default model's sentences quoted in issue 36, and cases never seen.
+    #[test]
+    fn non_sequiturs_are_refused() {
+        let r = non_sequiturs("The kernel launches a grid with 32 blocks, which means it has 132 SMs available.");
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].contains("grid to sm count"), "{r:?}");
+        assert_eq!(non_sequiturs("The GEMM is memory-bound because of large batch sizes.").len(), 1);
+        assert_eq!(
+            non_sequiturs("The last wave leaves 21.0% of the GPU block slots idle, which is why the kernel stalls on branches.").len(),
+            1
+        );
+        // Unseen: registers do not cause bank conflicts; divergence does not set the SM count.
+        assert_eq!(non_sequiturs("Each thread uses 128 registers, which causes bank conflicts.").len(), 1);
+        assert_eq!(non_sequiturs("Divergent branches mean that the GPU has 84 SMs.").len(), 1);
+        for ok in [
+            "The grid has 32 blocks for 132 SMs, which leaves 100 SMs idle.",
+            "168 registers per thread limit theoretical occupancy to 25%, so few warps hide the long scoreboard stalls.",
+            "Each warp's loads touch 8 sectors per request because consecutive threads read addresses 128 bytes apart.",
+            "Bank conflicts split each shared load into 32 wavefronts, so warps wait on the MIO queue.",
+            "Atomics on one address are serialised, so warps queue in L2.",
+            "The kernel is memory-bound, so it takes 19.81 µs.",
+            // A sentence without a connective joins nothing.
+            "DRAM is at 64.5% of peak.",
+        ] {
+            assert_eq!(non_sequiturs(ok), Vec::<String>::new(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn sentences_are_classified() {
+        assert_eq!(
+            classify("168 registers per thread limit theoretical occupancy to 25%, so few warps hide the stalls.", &[]),
+            SentenceKind::Links
+        );
+        // The issue's restatement: one facts line and a generic gloss.
+        assert_eq!(
+            classify(
+                "The L2 cache is at 68.2% of peak, which means that the kernel spends a significant amount of time loading data from memory.",
+                &[]
+            ),
+            SentenceKind::Restates
+        );
+        assert_eq!(classify("Divergent branches can cause a warp to run with fewer threads than expected.", &[]), SentenceKind::General);
+        assert_eq!(classify("The loads of tile_A are strided.", &["tile_A".into()]), SentenceKind::NamesCode);
+    }
+
+    #[test]
+    fn wrong_roles_are_refused() {
+        let r = wrong_roles("L1/TEX and SM are the main memory access units.");
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].contains("SM") && r[0].contains("computes"), "{r:?}");
+        assert_eq!(wrong_roles("DRAM is the main compute unit here.").len(), 1);
+        assert!(wrong_roles("L1/TEX and L2 are the memory units the loads go through.").is_empty());
+        assert!(wrong_roles("The SM is the unit that computes.").is_empty());
+    }
+
+    #[test]
+    fn a_regime_must_be_the_kernels() {
+        let memory = Facts {
+            bound: Some(crate::facts::Bound { kind: BoundKind::Memory, busiest_unit: None, busiest_pct: None, because: vec![] }),
+            ..Default::default()
+        };
+        let r = wrong_regimes(&memory, "The last wave leaves 21.0% of the GPU block slots idle, which is a latency-bound issue.");
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(wrong_regimes(&memory, "The kernel is memory-bound on DRAM.").is_empty());
+        assert!(wrong_regimes(&memory, "The kernel is not latency-bound.").is_empty());
+        assert!(wrong_regimes(&memory, "Once the loads are coalesced it will become compute-bound.").is_empty());
+        assert_eq!(wrong_regimes(&memory, "This compute-bound kernel spends its time in FMA.").len(), 1);
+    }
+
+    #[test]
+    fn hints_fill_the_kernels_values_and_skip_missing_facts() {
+        let h = hints(Category::OccupancyRegisters, |k| match k {
+            "registers_per_thread" => Some("168".into()),
+            "theoretical_occupancy_pct" => Some("25%".into()),
+            _ => None,
+        });
+        assert!(h.iter().any(|l| l == "168 registers per thread cap theoretical occupancy at 25%"), "{h:?}");
+        // A hint whose facts are missing is left out, not shown with a hole.
+        assert!(h.iter().all(|l| !l.contains('{')), "{h:?}");
+    }
+}
+
+/// `KEET_SENTENCES=FILE cargo test --lib mechanism::calibrate -- --ignored --nocapture`: each
+/// sentence of a `keet bench explain --sentences` file with its kind and the checks' reasons, for an
+/// expert to read when the table changes.
+#[cfg(test)]
+mod calibrate {
+    #[test]
+    #[ignore = "reads KEET_SENTENCES, a file of a bench run"]
+    fn calibrate() {
+        let Some(path) = std::env::var_os("KEET_SENTENCES") else { return };
+        let text = std::fs::read_to_string(path).expect("KEET_SENTENCES is readable");
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split('\t').collect();
+            let Some(sentence) = cols.last() else { continue };
+            for s in sentence.split_inclusive(". ") {
+                let mut reasons = super::non_sequiturs(s);
+                reasons.extend(super::wrong_roles(s));
+                println!(
+                    "{:<12} {} | {s}{}",
+                    super::classify(s, &[]).as_str(),
+                    cols.get(4).unwrap_or(&""),
+                    if reasons.is_empty() { String::new() } else { format!("\n    REFUSED: {}", reasons.join("; ")) }
+                );
+            }
+        }
+    }
+}
