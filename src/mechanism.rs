@@ -554,6 +554,9 @@ mod calibrate {
         for line in text.lines().skip(1) {
             let cols: Vec<&str> = line.split('\t').collect();
             let Some(sentence) = cols.last() else { continue };
+            if std::env::var_os("KEET_ALL_WRITERS").is_none() && cols.get(5) != Some(&"model") {
+                continue;
+            }
             for s in sentence.split_inclusive(". ") {
                 let mut reasons = super::non_sequiturs(s);
                 reasons.extend(super::wrong_roles(s));

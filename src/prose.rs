@@ -370,6 +370,8 @@ impl Gate {
         }
         if let Some(bracket) = unbalanced_bracket(text) {
             reasons.push(format!("it has an unbalanced '{bracket}' (cut off or garbled)"));
+        } else if bracket_pile(text) {
+            reasons.push("it piles up bracketed fragments (labels copied from the instructions); write one plain sentence".into());
         }
         // Stutters are judged on whole tokens ("FP8/INT8" is two terms, not "int int") within one
         // clause: "diverge within a warp: warps split" repeats a word across a colon on purpose.
@@ -466,6 +468,41 @@ fn unbalanced_bracket(text: &str) -> Option<char> {
     }
     open.first().copied()
 }
+
+/// Bracketed groups that read as pasted labels rather than a sentence: two groups in a row
+/// ("(library setting) (code)") or more than [`MAX_BRACKET_GROUPS`] in one field.
+fn bracket_pile(text: &str) -> bool {
+    let mut groups = 0;
+    let mut depth = 0usize;
+    let mut since_close: Option<String> = None;
+    let mut adjacent = false;
+    for c in text.chars() {
+        match c {
+            '(' | '[' => {
+                if depth == 0 {
+                    groups += 1;
+                    adjacent |= since_close.as_deref().is_some_and(|between| between.trim().is_empty());
+                }
+                depth += 1;
+            }
+            ')' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    since_close = Some(String::new());
+                }
+            }
+            other => {
+                if let (0, Some(between)) = (depth, since_close.as_mut()) {
+                    between.push(other);
+                }
+            }
+        }
+    }
+    adjacent || groups > MAX_BRACKET_GROUPS
+}
+
+/// Bracketed asides one field may hold ("batch size (M)", "split K (cuBLASLt split-K)").
+const MAX_BRACKET_GROUPS: usize = 3;
 
 fn is_unit(u: &str) -> bool {
     matches!(
@@ -630,6 +667,29 @@ mod tests {
             "The kernel is not using any units, which means that the time spent on this kernel is due to latency.",
         );
         assert!(none.iter().any(|r| r.contains("every running kernel uses its units")), "{none:?}");
+    }
+
+    /// The default model's suggestion for a cuBLAS GEMM (issue 36): the prompt's labels pasted in
+    /// brackets; and a case never seen.
+    #[test]
+    fn a_pile_of_bracketed_labels_is_refused() {
+        let pile = "Increase batch size (M), decrease number of blocks (N), use cuBLASLt split-K configuration (if available) (line 128) (library setting) (code) (change shape, dtype, fusion, library configuration) (not its code).";
+        assert!(bracket_pile(pile));
+        assert!(bracket_pile("Use a 32x33 tile (padding) (shared memory) to spread the banks."));
+        assert!(!bracket_pile("Increase the batch size (M) or split K (cuBLASLt split-K configuration)."));
+        assert!(!bracket_pile("Pad the tile (a [32][33] array instead of [32][32]) so a warp's threads hit different banks."));
+        let r = reasons(Category::GridTooSmall, pile);
+        assert!(r.iter().any(|r| r.contains("piles up bracketed fragments")), "{r:?}");
+    }
+
+    /// Said of register spills by the default model on a held-out report (issue 36).
+    #[test]
+    fn spills_are_not_called_uncoalesced() {
+        let r = reasons(Category::RegisterSpilling, "Local memory accesses are not coalesced, so spills cost bandwidth.");
+        assert!(r.iter().any(|r| r.contains("interleaved across a warp's threads")), "{r:?}");
+        assert!(!reasons(Category::RegisterSpilling, "Spills add local loads and stores that travel through L1 and L2.")
+            .iter()
+            .any(|r| r.contains("interleaved")));
     }
 
     /// The fa2_fwd profile's top kernel (compute-bound, memory at 18.7%) with the default model:

@@ -66,7 +66,7 @@ pub fn sentence_rows(report: &ExplainReport) -> Vec<SentenceRow> {
             );
             for (field, writer, text) in fields {
                 let kinds: Vec<_> = to.kinds.iter().filter(|x| x.field == field).collect();
-                if writer == Writer::Model && !kinds.is_empty() {
+                if writer != Writer::Expert && !kinds.is_empty() {
                     out.extend(kinds.iter().map(|x| row(field.clone(), writer, &x.text, Some(x.kind))));
                 } else {
                     out.push(row(field, writer, text, None));
@@ -85,7 +85,14 @@ pub fn sentences_by(report: &ExplainReport, writer: Writer) -> Vec<(String, Stri
 /// What the model's own sentences do (names code, links facts, restates, general), as shares of all
 /// of them, and how many kernels have at least one linked sentence.
 fn print_kinds(reports: &[ExplainReport]) {
-    let rows: Vec<SentenceRow> = reports.iter().flat_map(sentence_rows).filter(|r| r.kind.is_some()).collect();
+    let all: Vec<SentenceRow> = reports.iter().flat_map(sentence_rows).filter(|r| r.kind.is_some()).collect();
+    for (who, own_only) in [("all shown model sentences (own words and chosen)", false), ("the model's own words", true)] {
+        let rows: Vec<&SentenceRow> = all.iter().filter(|r| !own_only || r.writer == Writer::Model).collect();
+        print_kind_shares(who, &rows);
+    }
+}
+
+fn print_kind_shares(who: &str, rows: &[&SentenceRow]) {
     let total = rows.len().max(1) as f64;
     let shares: Vec<String> = SentenceKind::ALL
         .iter()
@@ -94,7 +101,7 @@ fn print_kinds(reports: &[ExplainReport]) {
             format!("{} {n} ({:.1}%)", k.as_str(), 100.0 * n as f64 / total)
         })
         .collect();
-    println!("model's own sentences, by what they do: {} of {}", shares.join(", "), rows.len());
+    println!("{who}, by what they do: {} of {}", shares.join(", "), rows.len());
     let kernels: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
     let linked: std::collections::BTreeSet<&str> =
         rows.iter().filter(|r| matches!(r.kind, Some(SentenceKind::Links | SentenceKind::NamesCode))).map(|r| r.kernel.as_str()).collect();

@@ -1039,10 +1039,12 @@ fn explain_with_model(
         // A sentence that copies the expert text the prompt showed (the verdict, the fix) is the
         // expert's words chosen by the model, not the model's own: marked and counted as such.
         {
+            // The cause-and-effect lines the prompt showed are keet's words too.
             let expert_texts: Vec<String> = la
                 .findings
                 .iter()
                 .flat_map(|r| [r.claim.clone(), r.suggestion.clone()].into_iter().chain(sentences(&r.explanation)))
+                .chain(la.findings.iter().flat_map(|r| prompt::cause_and_effect(&ctx, grounding, r.category)))
                 .collect();
             let expert_refs: Vec<&str> = expert_texts.iter().map(String::as_str).collect();
             for (field, writer) in writers.iter_mut() {
@@ -1128,7 +1130,7 @@ fn restates_reason(ctx: &Context, grounding: &crate::grounding::Grounding, categ
     format!("it only restates the facts, which the engineer already sees; say what causes what in this kernel{example}")
 }
 
-/// What each sentence the model wrote in its own words does, in report order.
+/// What each sentence the model wrote or chose does, in report order.
 fn kinds_of_sentences(f: &Finding, origin: &TextOrigin, code_words: &[String]) -> Vec<report::KindOfSentence> {
     let mut fields: Vec<(String, &str, Writer)> =
         vec![("claim".into(), f.claim.as_str(), origin.claim), ("explanation".into(), f.explanation.as_str(), origin.explanation)];
@@ -1137,11 +1139,12 @@ fn kinds_of_sentences(f: &Finding, origin: &TextOrigin, code_words: &[String]) -
     );
     let mut out = Vec::new();
     for (field, text, writer) in fields {
-        if writer != Writer::Model {
+        if writer == Writer::Expert {
             continue;
         }
         for s in text.split_inclusive(". ").map(str::trim).filter(|s| !s.is_empty()) {
-            out.push(report::KindOfSentence { field: field.clone(), text: s.to_string(), kind: crate::mechanism::classify(s, code_words) });
+            let kind = crate::mechanism::classify(s, code_words);
+            out.push(report::KindOfSentence { field: field.clone(), text: s.to_string(), kind, writer });
         }
     }
     out

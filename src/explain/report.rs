@@ -60,19 +60,21 @@ pub struct TextOrigin {
     pub claim: Writer,
     pub explanation: Writer,
     pub suggestions: Vec<Writer>,
-    /// What each sentence the model wrote in its own words does (links facts, restates, ...), in
-    /// report order: `keet bench explain` counts them.
+    /// What each shown sentence of the model (its own words or an expert sentence it chose) does
+    /// (links facts, restates, ...), in report order: `keet bench explain` counts them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<KindOfSentence>,
 }
 
-/// One shown sentence in the model's own words and what it does.
+/// One shown model sentence and what it does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindOfSentence {
     /// "claim", "explanation", "suggestion 1", ...
     pub field: String,
     pub text: String,
     pub kind: crate::mechanism::SentenceKind,
+    /// The model's own words, or an expert sentence it chose or copied.
+    pub writer: Writer,
 }
 
 /// Model sentences shown, re-asked and replaced. Every sentence the model wrote is either shown or
