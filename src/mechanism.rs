@@ -28,6 +28,8 @@ const ROLE_NOUN_WITHIN_WORDS: usize = 3;
 struct Connective {
     phrases: Vec<String>,
     effect_first: bool,
+    #[serde(default)]
+    either_way: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,8 +80,12 @@ struct Table {
 #[derive(Debug, Clone)]
 enum Mark {
     Quantity(String),
-    /// A connective; `true` when the cause follows it ("because").
-    Connective(bool),
+    /// A connective: does the cause follow it ("because"), and may it join an effect back to its
+    /// cause ("which means")?
+    Connective {
+        effect_first: bool,
+        either_way: bool,
+    },
 }
 
 struct Loaded {
@@ -96,7 +102,8 @@ fn loaded() -> &'static Loaded {
         let table: Table = toml::from_str(TABLE).expect("expert/mechanisms.toml parses (checked by a unit test)");
         let mut phrases: Vec<(Vec<String>, Mark)> = Vec::new();
         for c in &table.connective {
-            phrases.extend(c.phrases.iter().map(|p| (words(p), Mark::Connective(c.effect_first))));
+            phrases
+                .extend(c.phrases.iter().map(|p| (words(p), Mark::Connective { effect_first: c.effect_first, either_way: c.either_way })));
         }
         for q in &table.quantity {
             phrases.extend(q.phrases.iter().map(|p| (words(p), Mark::Quantity(q.id.clone()))));
@@ -161,18 +168,40 @@ fn causes(cause: &str, effect: &str) -> bool {
     false
 }
 
-/// Do the table's links join `a` and `b`, either way (an effect may be named before its cause:
-/// "SMs sit idle, which means the grid is too small")?
-pub fn related(a: &str, b: &str) -> bool {
-    a == b || a == TIME || b == TIME || causes(a, b) || causes(b, a)
+/// Two sets of quantities a connective joins.
+struct Joined {
+    cause: Vec<String>,
+    effect: Vec<String>,
+    /// The connective also reads an effect back to its cause ("which means").
+    either_way: bool,
 }
 
-/// Each pair of quantity sets a connective of `text` joins, as (cause side, effect side).
-fn joined(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
+impl Joined {
+    /// Does `a` on the cause side lead to `b` on the effect side (or, for the "means" family, the
+    /// other way)?
+    fn leads(&self, a: &str, b: &str) -> bool {
+        causes(a, b) || (self.either_way && causes(b, a))
+    }
+
+    /// Does the join make sense: a quantity of the cause side leads to one of the effect side, or
+    /// the effect side only names the cause side's own quantities again? ("The grid leaves SMs
+    /// idle. This causes time spent waiting on empty SMs": nothing there makes warps wait.)
+    fn holds(&self) -> bool {
+        self.links() || self.effect.iter().all(|b| self.cause.contains(b))
+    }
+
+    /// Does a quantity of the cause side lead to a different one of the effect side?
+    fn links(&self) -> bool {
+        self.cause.iter().any(|a| self.effect.iter().any(|b| a != b && self.leads(a, b)))
+    }
+}
+
+/// Each pair of quantity sets a connective of `text` joins.
+fn joined(text: &str) -> Vec<Joined> {
     let ws = words(text);
     let ms = marks(&ws);
     let mut out = Vec::new();
-    let segments: Vec<usize> = ms.iter().enumerate().filter(|(_, (_, m))| matches!(m, Mark::Connective(_))).map(|(i, _)| i).collect();
+    let segments: Vec<usize> = ms.iter().enumerate().filter(|(_, (_, m))| matches!(m, Mark::Connective { .. })).map(|(i, _)| i).collect();
     for (n, &i) in segments.iter().enumerate() {
         let start = if n == 0 { 0 } else { segments[n - 1] + 1 };
         let end = segments.get(n + 1).copied().unwrap_or(ms.len());
@@ -186,11 +215,12 @@ fn joined(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
                 .collect()
         };
         let (mut cause, mut effect) = (ids(start..i), ids(i + 1..end));
-        if matches!(ms[i].1, Mark::Connective(true)) {
+        let Mark::Connective { effect_first, either_way } = ms[i].1 else { continue };
+        if effect_first {
             std::mem::swap(&mut cause, &mut effect);
         }
         if !cause.is_empty() && !effect.is_empty() {
-            out.push((cause, effect));
+            out.push(Joined { cause, effect, either_way });
         }
     }
     out
@@ -200,12 +230,12 @@ fn joined(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
 /// reason for the re-ask ("a grid with 32 blocks, which means it has 132 SMs available").
 pub fn non_sequiturs(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for (before, after) in joined(text) {
-        if !before.iter().any(|a| after.iter().any(|b| related(a, b))) {
+    for j in joined(text) {
+        if !j.holds() {
             out.push(format!(
-                "it joins {} to {} as cause and effect, but one does not cause the other (say what causes what in this kernel)",
-                name(&before),
-                name(&after)
+                "it makes {} a cause of {}, but it is not (say what causes what in this kernel)",
+                name(&j.cause),
+                name(&j.effect)
             ));
         }
     }
@@ -220,7 +250,7 @@ fn name(ids: &[String]) -> String {
 
 /// Does `text` join two different quantities that the table links (a cause and its effect)?
 pub fn links(text: &str) -> bool {
-    joined(text).iter().any(|(before, after)| before.iter().any(|a| after.iter().any(|b| a != b && related(a, b))))
+    joined(text).iter().any(Joined::links)
 }
 
 /// What a shown model sentence does.
@@ -463,10 +493,21 @@ mod tests {
     fn non_sequiturs_are_refused() {
         let r = non_sequiturs("The kernel launches a grid with 32 blocks, which means it has 132 SMs available.");
         assert_eq!(r.len(), 1, "{r:?}");
-        assert!(r[0].contains("grid to sm count"), "{r:?}");
+        assert!(r[0].contains("grid a cause of sm count"), "{r:?}");
         assert_eq!(non_sequiturs("The GEMM is memory-bound because of large batch sizes.").len(), 1);
         assert_eq!(
             non_sequiturs("The last wave leaves 21.0% of the GPU block slots idle, which is why the kernel stalls on branches.").len(),
+            1
+        );
+        // The default model on a 1-block launch: a small grid does not cause launch overhead.
+        assert_eq!(
+            non_sequiturs("The grid size is 1 block, which means that only one SM can run this kernel at a time. This results in high launch overhead and latency.")
+                .len(),
+            1
+        );
+        // ... and idle SMs do not make warps wait.
+        assert_eq!(
+            non_sequiturs("The grid has fewer blocks than the 58 SMs can run at once, so part of the GPU has no block. This causes a significant amount of time to be spent waiting on empty SMs.").len(),
             1
         );
         // Unseen: registers do not cause bank conflicts; divergence does not set the SM count.

@@ -29,6 +29,10 @@ pub struct ExplainBenchArgs {
     /// text) to FILE as tab-separated lines, for an expert to read.
     #[arg(long, value_name = "FILE")]
     pub sentences: Option<PathBuf>,
+    /// Keep the analysis cache of the (last) cold run in FILE, e.g. for `KEET_CACHE=FILE keet eval
+    /// --top N` to ask about the same explanations without explaining again.
+    #[arg(long, value_name = "FILE")]
+    pub keep_cache: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -265,6 +269,10 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
         );
         println!("warm output identical:      {same}");
         println!("load average at end:        {}", load());
+        if let (Some(keep), Some(cache)) = (&a.keep_cache, &opts.cache) {
+            std::fs::copy(cache, keep).map_err(|e| anyhow::anyhow!("--keep-cache {}: {e}", keep.display()))?;
+            println!("analysis cache kept in:     {}", keep.display());
+        }
     }
     if let Some(path) = &a.sentences {
         println!("model sentences written to {}", path.display());
