@@ -1,7 +1,8 @@
 //! `keet eval PATH...`: multiple-choice questions with known answers from the profiles' raw
-//! metrics, answered by the local model in each context format with one constrained letter; prints
-//! accuracy with 95% intervals per question kind and format, each format against the raw table
-//! (sign test), the letters given and the cost. Writes the questions as JSONL for other models and
+//! metrics, answered by the local model in each context format and each rotation of the options
+//! with one constrained letter; prints circular accuracy with 95% intervals per question kind and
+//! format, the share right per rotation, each format against the raw table (sign test), the letters
+//! given and the cost. Writes the questions as JSONL for other models and
 //! tools, and scores their answers (`--answers FILE.jsonl --questions FILE.jsonl`).
 
 use crate::eval::{self, answer, score, Condition, EvalModel, EvalOptions};
@@ -32,10 +33,16 @@ pub struct EvalArgs {
     #[arg(long, alias = "seed", value_delimiter = ',', default_value = "0,1")]
     pub seeds: Vec<u64>,
     /// Context formats to ask in, comma-separated: none (the question and the kernel's name only),
-    /// raw (the metric table alone), context (`explain --format context`), explained (keet's
-    /// report with this model's own explanations), md (the full Markdown report).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "none,raw,context,explained")]
+    /// raw (the metric table alone), generic (CUDA advice for no particular kernel, as long as
+    /// context: the placebo), context (`explain --format context`), explained (keet's report with
+    /// this model's own explanations), md (the full Markdown report).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "none,raw,generic,context,explained")]
     pub formats: Vec<Condition>,
+    /// Rotations of each question's options: 4 asks every question with each option under each
+    /// letter once and scores circular accuracy (right in all four); 1 asks the options as drawn
+    /// (a quarter of the question tokens; the letter bias then stays in the score).
+    #[arg(long, default_value_t = 4, value_parser = parse_rotations)]
+    pub rotations: usize,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
     /// contexts, one JSON object per line.
     #[arg(long, value_name = "FILE")]
@@ -54,7 +61,7 @@ pub struct EvalArgs {
     /// cached as `keet explain` caches them).
     #[arg(long)]
     pub no_cache: bool,
-    /// Output format: text (default), json (schema keet.eval/2, with every answer), md (the table).
+    /// Output format: text (default), json (schema keet.eval/3, with every answer), md (the table).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<EvalFormat>,
     #[command(flatten)]
@@ -64,6 +71,14 @@ pub struct EvalArgs {
     /// Threads for parsing (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0)]
     pub jobs: usize,
+}
+
+fn parse_rotations(s: &str) -> Result<usize, String> {
+    match s.trim() {
+        "1" => Ok(1),
+        "4" => Ok(eval::ROTATIONS),
+        _ => Err(format!("{s:?}: 1 (the options as drawn) or 4 (every rotation: circular evaluation)")),
+    }
 }
 
 fn render_report(a: &EvalArgs, report: &eval::EvalReport) -> anyhow::Result<()> {
@@ -93,6 +108,63 @@ fn minutes(s: f64) -> String {
     }
 }
 
+/// The explained format: runs keet's explain stage with the model on the asked-about kernels.
+fn explain_first(
+    a: &EvalArgs,
+    set: &mut eval::EvalSet,
+    opts: &EvalOptions,
+    engine_opts: &crate::llm::EngineOptions,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    let plan = eval::explained_plan(set);
+    let profiles = plan.len();
+    let kernels: usize = plan
+        .iter()
+        .map(|(file, ranks)| match ranks {
+            Some(r) => r.len(),
+            None => set.sources.iter().filter(|s| &s.file == file && s.rank.is_some()).count(),
+        })
+        .sum();
+    eprintln!("keet eval: explaining the {kernels} asked-about kernels of {profiles} profiles with the model first (the explained format)");
+    let b = bar(profiles as u64, "explaining {pos}/{len} profiles [{bar:30}] {elapsed_precise} ETA {eta}");
+    let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };
+    eval::add_explained(set, opts, engine_opts, cache, &mut |done, _| b.set_position(done as u64))
+        .map_err(|e| anyhow::anyhow!("{e} (use --formats without explained, or --no-llm --questions-out FILE for the questions alone)"))?;
+    b.finish_and_clear();
+    eprintln!("keet eval: explained in {}", minutes(t0.elapsed().as_secs_f64()));
+    Ok(())
+}
+
+/// Plans the prompts, says what they will cost, and answers every question in every format and
+/// rotation (a progress bar on a terminal).
+fn answer_all(set: &eval::EvalSet, engine: &mut Engine, formats: &[Condition], rotations: usize) -> anyhow::Result<answer::AnswerRun> {
+    let plan = answer::plan(set, engine, formats, rotations)?;
+    let rate = answer::prompt_rate(engine, 256)?;
+    let to_run = plan.tokens_to_run();
+    let by_rotation = plan.tokens_to_run_by_rotation();
+    let expected_s = if rate > 0.0 { to_run as f64 / rate } else { f64::NAN };
+    eprintln!(
+        "keet eval: {} questions x {} formats x {} rotation{} with {} ({} threads): {} prompt tokens, {} of them reused from the context's KV state, {} to run ({} for rotation 0, {} for the other rotations) at about {:.0} tokens/s (warm-up): expected about {}",
+        set.questions.len(),
+        formats.len(),
+        rotations,
+        if rotations == 1 { "" } else { "s" },
+        engine.info.name,
+        engine.info.threads,
+        plan.prompt_tokens(),
+        plan.prompt_tokens() - to_run,
+        to_run,
+        by_rotation[0],
+        by_rotation[1..].iter().sum::<usize>(),
+        rate,
+        minutes(expected_s)
+    );
+    let b = bar(to_run as u64, "answering [{bar:30}] {percent}% of prompt tokens, {elapsed_precise} ETA {eta}");
+    let run = answer::run(set, engine, &plan, false, &mut |done| b.set_position(done as u64))?;
+    b.finish_and_clear();
+    Ok(run)
+}
+
 pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     if let (Some(answers), Some(questions)) = (&a.answers, &a.questions) {
         return match score::score_files(questions, answers) {
@@ -114,6 +186,11 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     seeds.dedup();
     let opts = EvalOptions { top: a.top, seeds: seeds.clone(), jobs: a.jobs };
     let mut set = eval::build(&a.paths, &opts)?;
+    // The placebo is as long as the context in the answering model's tokens.
+    match super::token_counter(a.model.model.as_deref()) {
+        Ok(count) => eval::add_generic(&mut set, count.as_ref()),
+        Err(e) => eprintln!("note: the generic format is sized by an estimate of the tokens ({e:#})"),
+    }
     for e in &set.errors {
         eprintln!("error: {}", e.message);
     }
@@ -136,25 +213,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     }
     let engine_opts = a.model.engine_options();
     if formats.contains(&Condition::Explained) {
-        let plan = eval::explained_plan(&set);
-        let profiles = plan.len();
-        let kernels: usize = plan
-            .iter()
-            .map(|(file, ranks)| match ranks {
-                Some(r) => r.len(),
-                None => set.sources.iter().filter(|s| &s.file == file && s.rank.is_some()).count(),
-            })
-            .sum();
-        eprintln!(
-            "keet eval: explaining the {kernels} asked-about kernels of {profiles} profiles with the model first (the explained format)"
-        );
-        let b = bar(profiles as u64, "explaining {pos}/{len} profiles [{bar:30}] {elapsed_precise} ETA {eta}");
-        let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };
-        eval::add_explained(&mut set, &opts, &engine_opts, cache, &mut |done, _| b.set_position(done as u64)).map_err(|e| {
-            anyhow::anyhow!("{e} (use --formats without explained, or --no-llm --questions-out FILE for the questions alone)")
-        })?;
-        b.finish_and_clear();
-        eprintln!("keet eval: explained in {}", minutes(t0.elapsed().as_secs_f64()));
+        explain_first(&a, &mut set, &opts, &engine_opts, t0)?;
     }
     if let Some(p) = &a.questions_out {
         super::write_output(Some(p), &eval::jsonl(&set))?;
@@ -162,25 +221,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     }
     let mut engine =
         Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
-    let plan = answer::plan(&set, &engine, &formats)?;
-    let rate = answer::prompt_rate(&mut engine, 256)?;
-    let to_run = plan.tokens_to_run();
-    let expected_s = if rate > 0.0 { to_run as f64 / rate } else { f64::NAN };
-    eprintln!(
-        "keet eval: {} questions x {} formats with {} ({} threads): {} prompt tokens, {} of them reused from the context's KV state, {} to run at about {:.0} tokens/s (warm-up): expected about {}",
-        set.questions.len(),
-        formats.len(),
-        engine.info.name,
-        engine.info.threads,
-        plan.prompt_tokens(),
-        plan.prompt_tokens() - to_run,
-        to_run,
-        rate,
-        minutes(expected_s)
-    );
-    let b = bar(to_run as u64, "answering [{bar:30}] {percent}% of prompt tokens, {elapsed_precise} ETA {eta}");
-    let run = answer::run(&set, &mut engine, &plan, false, &mut |done| b.set_position(done as u64))?;
-    b.finish_and_clear();
+    let run = answer_all(&set, &mut engine, &formats, a.rotations)?;
     let model = EvalModel { name: engine.info.name.clone(), device: engine.info.device.clone() };
     let keys: Vec<score::Key> = set.questions.iter().map(score::Key::from).collect();
     let format_names: Vec<String> = formats.iter().map(|f| f.name().to_string()).collect();
@@ -190,6 +231,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         seeds,
         files: set.files.clone(),
         profiles_without_questions: set.without_questions.clone(),
+        rotations: a.rotations,
         truncated_contexts: run.truncated,
         cost: run.costs,
         wall_s: Some(t0.elapsed().as_secs_f64()),

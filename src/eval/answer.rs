@@ -1,14 +1,16 @@
-//! The local model answers the questions of an [`EvalSet`]: one constrained letter per question and
-//! format, at the cost of the prompt alone.
+//! The local model answers the questions of an [`EvalSet`]: one constrained letter per question,
+//! format and rotation of the options, at the cost of the prompt alone.
 //!
-//! Cost: the prompt is the system prompt, then the context, then the question, so every question
-//! about one context shares the longest possible prefix. Questions are asked grouped by context,
-//! then by format (so the explained format, which extends the context format's text, starts from
-//! its KV state), then in the order of their text (so a question asked under several seeds, and
-//! questions that differ only in the kernel they name, follow each other), and the engine reuses the
-//! KV state of the longest prefix it already holds: each context is prefilled at most once per
-//! format and each question runs only the tokens that differ from the question before (the fast engine reuses
-//! any prefix; candle's reuse points fall on whole chunks). The letter is the
+//! Cost: the prompt is the system prompt, then the context, then the question, then its options,
+//! so every question about one context shares the longest possible prefix. Questions are asked
+//! grouped by context, then by format (so the explained format, which extends the context format's
+//! text, starts from its KV state), then in the order of their text (so a question asked under
+//! several seeds, and questions that differ only in the kernel they name, follow each other), then
+//! by rotation (the rotations of one question share everything up to the options), and the engine
+//! reuses the KV state of the longest prefix it already holds: each context is prefilled at most
+//! once per format and each question or rotation runs only the tokens that differ from the prompt
+//! before (the fast engine reuses any prefix; candle's reuse points fall on whole chunks). The
+//! letter is the
 //! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
 //! decoding under a grammar that admits exactly one letter.
 
@@ -32,6 +34,9 @@ pub struct FormatCost {
     pub prompt_tokens: usize,
     /// Of those, tokens whose KV state was reused from the previous question.
     pub reused_tokens: usize,
+    /// Tokens run (prompt tokens not reused), per rotation of the options (rotation 0 first): what
+    /// the rotations after the first cost.
+    pub run_tokens_by_rotation: Vec<usize>,
     /// Seconds spent running the prompts.
     pub prefill_s: f64,
 }
@@ -41,6 +46,8 @@ pub struct Job {
     pub condition: Condition,
     /// Index into [`EvalSet::questions`].
     pub question: usize,
+    /// Which rotation of the options ([`Question::options_in`]).
+    pub rotation: usize,
     pub messages: [ChatMessage; 2],
     /// Prompt tokens, and those expected to be reused from the job before.
     pub tokens: usize,
@@ -51,6 +58,8 @@ pub struct Job {
 pub struct Plan {
     pub jobs: Vec<Job>,
     pub conditions: Vec<Condition>,
+    /// Rotations of the options each question is asked in (1 or [`super::ROTATIONS`]).
+    pub rotations: usize,
     /// Contexts cut to fit the model's window (per format and context).
     pub truncated: usize,
 }
@@ -63,13 +72,23 @@ impl Plan {
     pub fn tokens_to_run(&self) -> usize {
         self.jobs.iter().map(|j| j.tokens - j.expected_reuse).sum()
     }
+    /// Tokens the model must run, per rotation (rotation 0 first).
+    pub fn tokens_to_run_by_rotation(&self) -> Vec<usize> {
+        let mut v = vec![0; self.rotations];
+        for j in &self.jobs {
+            v[j.rotation] += j.tokens - j.expected_reuse;
+        }
+        v
+    }
 }
 
-/// Orders the prompts (context, then format in the order given, then question text and seed) and
-/// counts their tokens with the model's tokenizer. A context's formats follow each other because
-/// some extend others: the explained format is the context format with the model's explanations
-/// added at the end, so its first question continues from the context format's KV state.
-pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<Plan, EvalError> {
+/// Orders the prompts (context, then format in the order given, then question text and seed, then
+/// rotation) and counts their tokens with the model's tokenizer. A context's formats follow each
+/// other because some extend others: the explained format is the context format with the model's
+/// explanations added at the end, so its first question continues from the context format's KV
+/// state. `rotations`: 1 (the options as drawn) or [`super::ROTATIONS`] (circular evaluation).
+pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition], rotations: usize) -> Result<Plan, EvalError> {
+    let rotations = rotations.clamp(1, super::ROTATIONS);
     let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
     let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
     let mut order: Vec<usize> = (0..set.questions.len()).collect();
@@ -84,23 +103,23 @@ pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition]) -> Result<
     for about_one_context in order.chunk_by(|&a, &b| set.questions[a].context == set.questions[b].context) {
         for &c in conditions {
             let mut fitted: Option<String> = None;
-            for &i in about_one_context {
+            for (&i, rotation) in about_one_context.iter().flat_map(|i| (0..rotations).map(move |r| (i, r))) {
                 let q = &set.questions[i];
                 let ctx = fitted.get_or_insert_with(|| {
                     let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &count);
                     truncated += cut as usize;
                     text
                 });
-                let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q))];
+                let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q, rotation))];
                 let ids = engine.prompt_tokens(&messages)?;
                 let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
                 let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
-                jobs.push(Job { condition: c, question: i, messages, tokens: ids.len(), expected_reuse });
+                jobs.push(Job { condition: c, question: i, rotation, messages, tokens: ids.len(), expected_reuse });
                 previous = ids;
             }
         }
     }
-    Ok(Plan { jobs, conditions: conditions.to_vec(), truncated })
+    Ok(Plan { jobs, conditions: conditions.to_vec(), rotations, truncated })
 }
 
 /// Measures the model's prompt speed on a warm-up prompt (about `tokens` long), in tokens per
@@ -121,11 +140,11 @@ pub struct AnswerRun {
     pub truncated: usize,
 }
 
-/// Runs `plan`: every question in every format, one letter each. With `fresh`, the KV cache is
+/// Runs `plan`: every question in every format and rotation, one letter each. With `fresh`, the KV cache is
 /// dropped before each question (a full prefill every time: the reference the reuse must match).
 /// `progress(tokens run so far)` after each question.
 pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progress: &mut dyn FnMut(usize)) -> Result<AnswerRun, EvalError> {
-    let mut given: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); set.questions.len()];
+    let mut given: Vec<BTreeMap<String, Vec<String>>> = vec![BTreeMap::new(); set.questions.len()];
     let mut costs: BTreeMap<Condition, FormatCost> = BTreeMap::new();
     let mut contexts: BTreeMap<Condition, std::collections::BTreeSet<usize>> = BTreeMap::new();
     let mut run_tokens = 0usize;
@@ -135,11 +154,17 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
             engine.reset();
         }
         let (at, _, t) = engine.choose(&job.messages, &LETTERS)?;
-        given[job.question].insert(job.condition.name().to_string(), LETTERS[at].to_string());
-        let cost = costs.entry(job.condition).or_insert_with(|| FormatCost { format: job.condition.name().into(), ..Default::default() });
-        cost.questions += 1;
+        let letters = given[job.question].entry(job.condition.name().to_string()).or_insert_with(|| vec![String::new(); plan.rotations]);
+        letters[job.rotation] = LETTERS[at].to_string();
+        let cost = costs.entry(job.condition).or_insert_with(|| FormatCost {
+            format: job.condition.name().into(),
+            run_tokens_by_rotation: vec![0; plan.rotations],
+            ..Default::default()
+        });
+        cost.questions += usize::from(job.rotation == 0);
         cost.prompt_tokens += t.prompt_tokens;
         cost.reused_tokens += t.reused_tokens;
+        cost.run_tokens_by_rotation[job.rotation] += t.prompt_tokens - t.reused_tokens;
         cost.prefill_s += t.prompt_s;
         contexts.entry(job.condition).or_default().insert(set.questions[job.question].context);
         run_tokens += t.prompt_tokens - t.reused_tokens;
@@ -163,17 +188,18 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
     Ok(AnswerRun { answers, costs, truncated: plan.truncated })
 }
 
-/// Plans and runs every question in every format with prefix reuse (no progress shown).
-pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition]) -> Result<AnswerRun, EvalError> {
-    let plan = plan(set, engine, conditions)?;
+/// Plans and runs every question in every format and rotation with prefix reuse (no progress shown).
+pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition], rotations: usize) -> Result<AnswerRun, EvalError> {
+    let plan = plan(set, engine, conditions, rotations)?;
     run(set, engine, &plan, false, &mut |_| {})
 }
 
-/// The user message: the context, then the question and its lettered options. The context comes
-/// first so that the questions about it share it as a prefix.
-pub fn prompt(context: &str, q: &Question) -> String {
+/// The user message: the context, then the question and its lettered options in rotation
+/// `rotation`. The context comes first so that the questions about it share it as a prefix, and the
+/// options last so that the rotations of one question share all but them.
+pub fn prompt(context: &str, q: &Question, rotation: usize) -> String {
     let mut s = format!("{}\n\n---\nQuestion: {}\n", context.trim_end(), q.question);
-    for (l, o) in LETTERS.iter().zip(&q.options) {
+    for (l, o) in LETTERS.iter().zip(q.options_in(rotation)) {
         s.push_str(&format!("{l}. {o}\n"));
     }
     s.push_str("Answer with the letter of the correct option.");

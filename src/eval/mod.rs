@@ -1,15 +1,18 @@
 //! `keet eval`: what keet's report is worth to a model. Multiple-choice questions with known answers
 //! are generated from each profile's raw metrics ([`questions`]); the local model answers each one
 //! with one constrained letter ([`answer`]), once per context format (nothing but the kernel's name,
-//! the raw metric table, keet's `--format context` report, keet's report with the model's own
-//! explanations, the full Markdown report); [`score`] tallies accuracy with 95% intervals per question
-//! kind and format and compares each format with the raw table on the same questions ([`stats`]).
+//! the raw metric table, generic advice as long as keet's context ([`generic`], the placebo), keet's
+//! `--format context` report, keet's report with the model's own explanations, the full Markdown
+//! report) and once per rotation of its options (circular evaluation: [`Question::options_in`]);
+//! [`score`] tallies circular accuracy with 95% intervals per question kind and format, the share
+//! right per rotation, and compares each format with the raw table on the same questions ([`stats`]).
 //!
 //! Data flow: inputs → (per file) the rule-layer explain report and the raw launches → questions
 //! for each seed with their contexts ([`EvalSet`]) → answers ([`answer`], or a JSONL file made
 //! elsewhere) → [`score::EvalReport`].
 
 pub mod answer;
+pub mod generic;
 pub mod questions;
 pub mod score;
 pub mod stats;
@@ -29,8 +32,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-pub const EVAL_SCHEMA: &str = "keet.eval/2";
+pub const EVAL_SCHEMA: &str = "keet.eval/3";
 pub const LETTERS: [&str; 4] = ["A", "B", "C", "D"];
+/// Rotations of a question's four options in circular evaluation: each option under each letter once.
+pub const ROTATIONS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
@@ -53,6 +58,9 @@ pub enum Condition {
     None,
     /// The raw metric table alone (names and values as the profile wrote them).
     Raw,
+    /// The placebo: CUDA performance advice for no particular kernel, from keet's expert tables, as
+    /// long in tokens as `context` ([`generic`]).
+    Generic,
     /// keet's `--format context` report (rule layer only, no model text).
     Context,
     /// keet's report with the model's own explanations: the explain stage run with the same model,
@@ -67,6 +75,7 @@ impl Condition {
         match self {
             Condition::None => "none",
             Condition::Raw => "raw",
+            Condition::Generic => "generic",
             Condition::Context => "context",
             Condition::Explained => "explained",
             Condition::Md => "md",
@@ -79,6 +88,9 @@ impl Condition {
 pub struct Contexts {
     pub none: String,
     pub raw: String,
+    /// The placebo, sized to `context` ([`add_generic`]).
+    #[serde(default)]
+    pub generic: String,
     pub context: String,
     pub md: String,
     /// Only when the explain stage ran with a model ([`add_explained`]).
@@ -91,6 +103,7 @@ impl Contexts {
         match c {
             Condition::None => &self.none,
             Condition::Raw => &self.raw,
+            Condition::Generic => &self.generic,
             Condition::Context => &self.context,
             Condition::Explained => self.explained.as_deref().unwrap_or(""),
             Condition::Md => &self.md,
@@ -121,6 +134,26 @@ pub struct Question {
     /// Index into [`EvalSet::contexts`].
     #[serde(skip)]
     pub context: usize,
+}
+
+impl Question {
+    /// The options as rotation `rotation` shows them: option `(i + rotation) % 4` under letter `i`
+    /// (rotation 0: as drawn). Over the four rotations each option stands under each letter once.
+    pub fn options_in(&self, rotation: usize) -> Vec<&str> {
+        let n = self.options.len();
+        (0..n).map(|i| self.options[(i + rotation) % n].as_str()).collect()
+    }
+
+    /// The correct letter in rotation `rotation`.
+    pub fn answer_in(&self, rotation: usize) -> &'static str {
+        rotated_letter(&self.answer, rotation)
+    }
+}
+
+/// Where the option under `letter` in rotation 0 stands in rotation `rotation` (letter `(i - r) mod 4`).
+pub fn rotated_letter(letter: &str, rotation: usize) -> &'static str {
+    let at = LETTERS.iter().position(|l| *l == letter).unwrap_or(0);
+    LETTERS[(at + ROTATIONS - rotation % ROTATIONS) % ROTATIONS]
 }
 
 /// Which kernel of which profile a context describes (for the explained format).
@@ -207,6 +240,7 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
             set.without_questions.push(file.clone());
         }
     }
+    add_generic(&mut set, &generic::approx_tokens);
     for ((seed, mut per_seed), rng) in seeds.iter().zip(drafts).zip(rngs.iter_mut()) {
         per_seed.shuffle(rng);
         for (i, (d, file, kernel, context)) in per_seed.into_iter().enumerate() {
@@ -230,6 +264,17 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         }
     }
     Ok(set)
+}
+
+/// Fills every context's placebo ([`generic::advice`]) with as many tokens as its `context` text,
+/// counted by `count` (the answering model's tokenizer; [`build`] sizes it with
+/// [`generic::approx_tokens`] until this is called).
+pub fn add_generic(set: &mut EvalSet, count: &dyn Fn(&str) -> usize) {
+    let mut by_length: HashMap<usize, String> = HashMap::new();
+    for ctx in &mut set.contexts {
+        let target = count(&ctx.context);
+        ctx.generic = by_length.entry(target).or_insert_with(|| generic::advice(target, count)).clone();
+    }
 }
 
 /// The explain options of the rule-layer report the questions' contexts come from.
@@ -362,6 +407,7 @@ fn kernel_contexts(report: &ExplainReport, k: &KernelExplanation, launch: &Launc
     Contexts {
         none: format!("Kernel `{}`.\n", kernel_label(k)),
         raw: raw_table(&[(k, launch)]),
+        generic: String::new(),
         context: crate::render::context::explain_context(&one, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(&one, crate::render::Format::Md).unwrap_or_default(),
         explained: None,
@@ -372,6 +418,7 @@ fn profile_contexts(report: &ExplainReport, kernels: &[(&KernelExplanation, &Lau
     Contexts {
         none: format!("Profile `{}`.\n", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
         raw: raw_table(kernels),
+        generic: String::new(),
         context: crate::render::context::explain_context(report, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(report, crate::render::Format::Md).unwrap_or_default(),
         explained: None,
@@ -457,6 +504,31 @@ mod tests {
             basis: vec![],
             context,
         }
+    }
+
+    /// Over the four rotations each option stands under each letter once, and the key follows its option.
+    #[test]
+    fn rotations_move_every_option_under_every_letter() {
+        let mut q = question(0);
+        q.options = ["w", "x", "y", "z"].map(String::from).to_vec();
+        q.answer = "C".into();
+        let mut seen: Vec<Vec<&str>> = vec![Vec::new(); 4];
+        for r in 0..ROTATIONS {
+            let shown = q.options_in(r);
+            let at = LETTERS.iter().position(|l| *l == q.answer_in(r)).unwrap();
+            assert_eq!(shown[at], "y", "rotation {r}: the key names the option it named in rotation 0");
+            for (i, o) in shown.iter().enumerate() {
+                seen[i].push(o);
+            }
+        }
+        assert_eq!(q.options_in(0), ["w", "x", "y", "z"]);
+        assert_eq!(q.options_in(1), ["x", "y", "z", "w"]);
+        for mut under_letter in seen {
+            under_letter.sort();
+            assert_eq!(under_letter, ["w", "x", "y", "z"]);
+        }
+        let keys: Vec<&str> = (0..ROTATIONS).map(|r| q.answer_in(r)).collect();
+        assert_eq!(keys, ["C", "B", "A", "D"]);
     }
 
     /// Only the kernels a question is about are explained; a question about the whole profile

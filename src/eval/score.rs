@@ -1,12 +1,14 @@
 //! Scoring of `keet eval`: answers (from the local model, or a JSONL file made elsewhere) against
-//! the questions' keys. Per question kind and overall, per format: n, accuracy and its 95% Wilson
-//! interval; each format against `raw` on the same questions (discordant pairs and the exact sign
-//! test); the distribution of the letters given, beside that of the keys; per seed, overall.
-//! Also reads the questions (`--questions-out`) and answers files, naming the line of any error.
+//! the questions' keys. Per question kind and overall, per format: n, circular accuracy (right in
+//! every rotation of the options asked, as MMBench's CircularEval) and its 95% Wilson interval, the
+//! share right in each rotation; each format against `raw` on the same questions (discordant pairs
+//! of circular correctness and the exact sign test); the distribution of the letters given over
+//! all rotations, beside that of the keys; per seed, overall. Also reads the questions
+//! (`--questions-out`) and answers files, naming the line of any error.
 
 use super::questions::QuestionKind;
 use super::stats::{sign_test_p, wilson_pct};
-use super::{EvalError, Question, LETTERS};
+use super::{EvalError, Question, LETTERS, ROTATIONS};
 use crate::analysis::FileError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -15,14 +17,15 @@ use std::path::{Path, PathBuf};
 /// The format each other format is compared with.
 pub const BASELINE: &str = "raw";
 
-/// The answers to one question: per format, the letter given.
+/// The answers to one question: per format, the letter given in each rotation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Answered {
     pub id: String,
     pub kind: QuestionKind,
-    /// The correct letter.
+    /// The correct letter in rotation 0 (rotation r: [`super::rotated_letter`]).
     pub answer: String,
-    pub given: BTreeMap<String, String>,
+    /// Per format, the letter given in each rotation asked, rotation 0 first.
+    pub given: BTreeMap<String, Vec<String>>,
 }
 
 /// A format against the baseline on the same questions.
@@ -43,11 +46,17 @@ pub struct Paired {
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
     pub format: String,
+    /// Questions right in every rotation asked (circular; with one rotation, right in it).
     pub correct: usize,
+    /// `correct` of the questions: the circular accuracy.
     pub accuracy_pct: f64,
     /// 95% Wilson interval.
     pub ci95_low_pct: f64,
     pub ci95_high_pct: f64,
+    /// Share of the questions right in each rotation, rotation 0 (the options as drawn) first.
+    pub rotation_pct: Vec<f64>,
+    /// Share right over every rotation asked (the mean of `rotation_pct`).
+    pub rotation_mean_pct: f64,
     /// Against the baseline (absent for the baseline itself, or when it was not asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_raw: Option<Paired>,
@@ -62,7 +71,7 @@ pub struct Row {
     pub cells: Vec<Cell>,
 }
 
-/// How often each letter was given (or is the key).
+/// How often each letter was given (or is the key), over every rotation asked.
 #[derive(Debug, Clone, Serialize)]
 pub struct Letters {
     /// A format's name, or `key` for the correct answers.
@@ -94,12 +103,14 @@ pub struct EvalReport {
     /// Questions over all seeds.
     pub questions: usize,
     pub formats: Vec<String>,
+    /// Rotations of the options each question was asked in: 4 (circular evaluation) or 1.
+    pub rotations: usize,
     pub by_kind: Vec<Row>,
     pub overall: Row,
     pub by_seed: Vec<Row>,
     /// The letters given per format, then the keys' letters (`of: "key"`).
     pub letters: Vec<Letters>,
-    /// Accuracy of guessing among four options.
+    /// Circular accuracy of guessing among four options (25% for one rotation, 0.39% for four).
     pub chance_pct: f64,
     /// Contexts cut to fit the model's window (per format and context).
     pub truncated_contexts: usize,
@@ -126,9 +137,20 @@ impl<'a> From<&'a Question> for Key<'a> {
     }
 }
 
-fn row(kind: String, rows: &[(&Key, &Answered)], formats: &[String]) -> Row {
+/// Per rotation asked, whether format `f` gave the key (empty when it did not answer).
+fn rights(f: &str, k: &Key, a: &Answered) -> Vec<bool> {
+    let given = a.given.get(f).map(Vec::as_slice).unwrap_or_default();
+    given.iter().enumerate().map(|(r, l)| l == super::rotated_letter(k.answer, r)).collect()
+}
+
+/// Right in every rotation asked (circular).
+fn right(f: &str, k: &Key, a: &Answered) -> bool {
+    let r = rights(f, k, a);
+    !r.is_empty() && r.iter().all(|x| *x)
+}
+
+fn row(kind: String, rows: &[(&Key, &Answered)], formats: &[String], rotations: usize) -> Row {
     let n = rows.len();
-    let right = |f: &str, k: &Key, a: &Answered| a.given.get(f).map(String::as_str) == Some(k.answer);
     let has_baseline = formats.iter().any(|f| f == BASELINE);
     let baseline_correct = rows.iter().filter(|(k, a)| right(BASELINE, k, a)).count();
     let pct = |c: usize| if n == 0 { 0.0 } else { 100.0 * c as f64 / n as f64 };
@@ -137,6 +159,14 @@ fn row(kind: String, rows: &[(&Key, &Answered)], formats: &[String]) -> Row {
         .map(|f| {
             let correct = rows.iter().filter(|(k, a)| right(f, k, a)).count();
             let (lo, hi) = wilson_pct(correct, n);
+            let mut per_rotation = vec![0usize; rotations];
+            for (k, a) in rows {
+                for (r, ok) in rights(f, k, a).into_iter().enumerate().take(rotations) {
+                    per_rotation[r] += usize::from(ok);
+                }
+            }
+            let rotation_pct: Vec<f64> = per_rotation.iter().map(|&c| pct(c)).collect();
+            let rotation_mean_pct = rotation_pct.iter().sum::<f64>() / rotations.max(1) as f64;
             let vs_raw = (has_baseline && f != BASELINE).then(|| {
                 let wins = rows.iter().filter(|(k, a)| right(f, k, a) && !right(BASELINE, k, a)).count();
                 let losses = rows.iter().filter(|(k, a)| !right(f, k, a) && right(BASELINE, k, a)).count();
@@ -148,7 +178,16 @@ fn row(kind: String, rows: &[(&Key, &Answered)], formats: &[String]) -> Row {
                     p_value: sign_test_p(wins, losses),
                 }
             });
-            Cell { format: f.clone(), correct, accuracy_pct: pct(correct), ci95_low_pct: lo, ci95_high_pct: hi, vs_raw }
+            Cell {
+                format: f.clone(),
+                correct,
+                accuracy_pct: pct(correct),
+                ci95_low_pct: lo,
+                ci95_high_pct: hi,
+                rotation_pct,
+                rotation_mean_pct,
+                vs_raw,
+            }
         })
         .collect();
     Row { kind, questions: n, cells }
@@ -161,6 +200,8 @@ pub struct ReportMeta {
     pub seeds: Vec<u64>,
     pub files: Vec<PathBuf>,
     pub profiles_without_questions: Vec<PathBuf>,
+    /// Rotations of the options asked (1 or [`super::ROTATIONS`]).
+    pub rotations: usize,
     pub truncated_contexts: usize,
     pub cost: Vec<super::FormatCost>,
     pub wall_s: Option<f64>,
@@ -170,16 +211,12 @@ pub struct ReportMeta {
 /// Scores `answers` (one per key, same order) in `formats`.
 pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: ReportMeta) -> EvalReport {
     let pairs: Vec<(&Key, &Answered)> = keys.iter().zip(&answers).collect();
-    let by_kind = QuestionKind::ALL
-        .iter()
-        .map(|kind| row(kind.name().to_string(), &pairs.iter().filter(|(k, _)| k.kind == *kind).copied().collect::<Vec<_>>(), formats))
-        .collect();
-    let overall = row("overall".into(), &pairs, formats);
-    let by_seed = meta
-        .seeds
-        .iter()
-        .map(|s| row(format!("seed {s}"), &pairs.iter().filter(|(k, _)| k.seed == *s).copied().collect::<Vec<_>>(), formats))
-        .collect();
+    let rotations = meta.rotations.max(1);
+    let subset = |keep: &dyn Fn(&Key) -> bool| pairs.iter().filter(|(k, _)| keep(k)).copied().collect::<Vec<_>>();
+    let by_kind =
+        QuestionKind::ALL.iter().map(|kind| row(kind.name().to_string(), &subset(&|k| k.kind == *kind), formats, rotations)).collect();
+    let overall = row("overall".into(), &pairs, formats, rotations);
+    let by_seed = meta.seeds.iter().map(|s| row(format!("seed {s}"), &subset(&|k| k.seed == *s), formats, rotations)).collect();
     let count = |letter: Option<&str>, counts: &mut [usize; 4]| {
         if let Some(i) = letter.and_then(|l| LETTERS.iter().position(|x| *x == l)) {
             counts[i] += 1;
@@ -190,14 +227,18 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         .map(|f| {
             let mut counts = [0; 4];
             for (_, a) in &pairs {
-                count(a.given.get(f).map(String::as_str), &mut counts);
+                for letter in a.given.get(f).map(Vec::as_slice).unwrap_or_default() {
+                    count(Some(letter), &mut counts);
+                }
             }
             Letters { of: f.clone(), counts }
         })
         .collect();
     let mut key_counts = [0; 4];
     for k in keys {
-        count(Some(k.answer), &mut key_counts);
+        for r in 0..rotations {
+            count(Some(super::rotated_letter(k.answer, r)), &mut key_counts);
+        }
     }
     letters.push(Letters { of: "key".into(), counts: key_counts });
     EvalReport {
@@ -210,11 +251,12 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         profiles_without_questions: meta.profiles_without_questions,
         questions: keys.len(),
         formats: formats.to_vec(),
+        rotations,
         by_kind,
         overall,
         by_seed,
         letters,
-        chance_pct: 25.0,
+        chance_pct: 100.0 * 0.25f64.powi(rotations as i32),
         truncated_contexts: meta.truncated_contexts,
         cost: meta.cost,
         wall_s: meta.wall_s,
@@ -253,23 +295,29 @@ pub fn read_questions(path: &Path) -> Result<Vec<Question>, EvalError> {
     Ok(out)
 }
 
-/// One line of an answers file: `{"id": "s0-q0001", "format": "raw", "answer": "B"}` (other keys,
-/// such as the model's name, are ignored).
+/// One line of an answers file: `{"id": "s0-q0001", "format": "raw", "answer": "B"}`, with
+/// `"rotation": 0-3` for an answer to a rotation of the options (default 0; other keys, such as the
+/// model's name, are ignored).
 #[derive(Debug, Deserialize)]
 struct AnswerLine {
     id: String,
     format: String,
     answer: String,
+    #[serde(default)]
+    rotation: usize,
 }
 
-/// Reads an answers file against `questions`: every line one answer, to a known question, at most
-/// one per question and format, a letter A-D; every format answers every question. Returns the
-/// answers in `questions` order and the formats in the order they first appear.
-pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered>, Vec<String>), EvalError> {
+/// The answers of an answers file, per question (in the questions' order), format and rotation.
+type Given = Vec<BTreeMap<String, BTreeMap<usize, String>>>;
+
+/// Reads every line of an answers file: a known question, a letter A-D, a rotation 0-3, at most one
+/// answer per question, format and rotation. Returns the answers and the formats in the order
+/// they first appear.
+fn read_answer_lines(path: &Path, questions: &[Question]) -> Result<(Given, Vec<String>), EvalError> {
     let text = read_lines(path)?;
     let index: HashMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (q.id.as_str(), i)).collect();
-    let mut given: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); questions.len()];
-    let mut first_line: HashMap<(usize, String), usize> = HashMap::new();
+    let mut given: Given = vec![BTreeMap::new(); questions.len()];
+    let mut first_line: HashMap<(usize, String, usize), usize> = HashMap::new();
     let mut formats: Vec<String> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let at = format!("{}:{}", path.display(), i + 1);
@@ -289,52 +337,81 @@ pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered
         if a.format.trim().is_empty() {
             return Err(EvalError::Input(format!("{at}: empty format name")));
         }
-        if let Some(first) = first_line.insert((q, a.format.clone()), i + 1) {
-            return Err(EvalError::Input(format!("{at}: second answer to {} in format {} (first on line {first})", a.id, a.format)));
+        if a.rotation >= ROTATIONS {
+            return Err(EvalError::Input(format!("{at}: rotation {} of {} is not one of 0-3", a.rotation, a.id)));
+        }
+        if let Some(first) = first_line.insert((q, a.format.clone(), a.rotation), i + 1) {
+            let rot = if a.rotation > 0 { format!(" rotation {}", a.rotation) } else { String::new() };
+            return Err(EvalError::Input(format!("{at}: second answer to {}{rot} in format {} (first on line {first})", a.id, a.format)));
         }
         if !formats.contains(&a.format) {
             formats.push(a.format.clone());
         }
-        given[q].insert(a.format, letter);
+        given[q].entry(a.format).or_default().insert(a.rotation, letter);
     }
     if formats.is_empty() {
         return Err(EvalError::Input(format!("{}: no answers", path.display())));
     }
+    Ok((given, formats))
+}
+
+/// Reads an answers file against `questions`: every line one answer, to a known question, at most
+/// one per question, format and rotation, a letter A-D; every format answers every question, in
+/// rotation 0 only or in all four. Returns the answers in `questions` order, the formats in the
+/// order keet asks them, and the rotations answered.
+pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered>, Vec<String>, usize), EvalError> {
+    let (given, mut formats) = read_answer_lines(path, questions)?;
+    let rotations = given.iter().flat_map(|g| g.values()).flat_map(|r| r.keys()).max().map_or(1, |r| r + 1);
+    if rotations != 1 && rotations != ROTATIONS {
+        return Err(EvalError::Input(format!(
+            "{}: answers go to rotation {}: answer rotation 0 only, or all four rotations (0-3)",
+            path.display(),
+            rotations - 1
+        )));
+    }
     for f in &formats {
-        let missing: Vec<&str> = questions.iter().zip(&given).filter(|(_, g)| !g.contains_key(f)).map(|(q, _)| q.id.as_str()).collect();
+        let missing: Vec<String> = questions
+            .iter()
+            .zip(&given)
+            .flat_map(|(q, g)| (0..rotations).filter(move |r| !g.get(f).is_some_and(|m| m.contains_key(r))).map(move |r| (q, r)))
+            .map(|(q, r)| if rotations == 1 { q.id.clone() } else { format!("{} rotation {r}", q.id) })
+            .collect();
         if !missing.is_empty() {
+            let asked = questions.len() * rotations;
             return Err(EvalError::Input(format!(
-                "{}: format {f} answers {} of {} questions; missing {} (first: {}); every format must answer every question",
+                "{}: format {f} answers {} of {asked} {}; missing {} (first: {}); every format must answer every question{}",
                 path.display(),
-                questions.len() - missing.len(),
-                questions.len(),
+                asked - missing.len(),
+                if rotations == 1 { "questions" } else { "question rotations" },
                 missing.len(),
-                missing[0]
+                missing[0],
+                if rotations == 1 { "" } else { " in every rotation" }
             )));
         }
     }
-    // The baseline first, then the formats in the order keet asks them.
-    let order = |f: &String| match f.as_str() {
-        "none" => 0,
-        "raw" => 1,
-        "context" => 2,
-        "explained" => 3,
-        "md" => 4,
-        _ => 5,
-    };
-    formats.sort_by_key(order);
+    formats.sort_by_key(|f| format_order(f));
     let answers = questions
         .iter()
         .zip(given)
-        .map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given })
+        .map(|(q, g)| Answered {
+            id: q.id.clone(),
+            kind: q.kind,
+            answer: q.answer.clone(),
+            given: g.into_iter().map(|(f, by_rotation)| (f, by_rotation.into_values().collect())).collect(),
+        })
         .collect();
-    Ok((answers, formats))
+    Ok((answers, formats, rotations))
+}
+
+/// The baseline first, then the formats in the order keet asks them, then any other.
+fn format_order(format: &str) -> usize {
+    ["none", "raw", "generic", "context", "explained", "md"].iter().position(|f| *f == format).unwrap_or(6)
 }
 
 /// Scores an answers file against a questions file.
 pub fn score_files(questions_path: &Path, answers_path: &Path) -> Result<EvalReport, EvalError> {
     let questions = read_questions(questions_path)?;
-    let (answers, formats) = read_answers(answers_path, &questions)?;
+    let (answers, formats, rotations) = read_answers(answers_path, &questions)?;
     let mut seeds: Vec<u64> = questions.iter().map(|q| q.seed).collect();
     seeds.sort();
     seeds.dedup();
@@ -348,10 +425,91 @@ pub fn score_files(questions_path: &Path, answers_path: &Path) -> Result<EvalRep
         seeds,
         files,
         profiles_without_questions: vec![],
+        rotations,
         truncated_contexts: 0,
         cost: vec![],
         wall_s: None,
         errors: vec![],
     };
     Ok(report(&keys, answers, &formats, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: &str, answer: &'static str) -> Key<'static> {
+        let id: &'static str = Box::leak(id.to_string().into_boxed_str());
+        Key { id, seed: 0, kind: QuestionKind::BoundUnit, answer }
+    }
+
+    fn meta(rotations: usize) -> ReportMeta {
+        ReportMeta {
+            model: None,
+            answers_file: None,
+            seeds: vec![0],
+            files: vec![],
+            profiles_without_questions: vec![],
+            rotations,
+            truncated_contexts: 0,
+            cost: vec![],
+            wall_s: None,
+            errors: vec![],
+        }
+    }
+
+    /// A planted answerer that always says B, on questions keyed A, B, C, D twice over: 25% in
+    /// every rotation (the key stands under B in exactly one rotation of each question) and 0%
+    /// circular; one that always gives the key (its rotation's letter) is 100% throughout.
+    #[test]
+    fn always_b_scores_a_quarter_per_rotation_and_nothing_circular() {
+        let letters = ["A", "B", "C", "D", "A", "B", "C", "D"];
+        let keys: Vec<Key> = letters.iter().enumerate().map(|(i, l)| key(&format!("q{i}"), l)).collect();
+        let answers: Vec<Answered> = keys
+            .iter()
+            .map(|k| {
+                let always_b = vec!["B".to_string(); ROTATIONS];
+                let perfect = (0..ROTATIONS).map(|r| super::super::rotated_letter(k.answer, r).to_string()).collect();
+                Answered {
+                    id: k.id.into(),
+                    kind: k.kind,
+                    answer: k.answer.into(),
+                    given: [("raw".to_string(), always_b), ("context".to_string(), perfect)].into(),
+                }
+            })
+            .collect();
+        let formats = ["raw".to_string(), "context".to_string()];
+        let r = report(&keys, answers, &formats, meta(ROTATIONS));
+        let (b, perfect) = (&r.overall.cells[0], &r.overall.cells[1]);
+        assert_eq!(b.rotation_pct, vec![25.0; ROTATIONS]);
+        assert_eq!(b.rotation_mean_pct, 25.0);
+        assert_eq!((b.correct, b.accuracy_pct), (0, 0.0), "right in one rotation of four is not right");
+        assert_eq!(perfect.rotation_pct, vec![100.0; ROTATIONS]);
+        assert_eq!((perfect.correct, perfect.accuracy_pct), (8, 100.0));
+        let vs = perfect.vs_raw.as_ref().unwrap();
+        assert_eq!((vs.wins, vs.losses, vs.delta_pts), (8, 0, 100.0));
+        assert_eq!(r.letters[0].counts, [0, 8 * ROTATIONS, 0, 0]);
+        assert_eq!(r.letters[2].of, "key");
+        assert_eq!(r.letters[2].counts, [8; 4], "over the rotations each letter is the key equally often");
+        assert!((r.chance_pct - 100.0 / 256.0).abs() < 1e-12);
+    }
+
+    /// One rotation: the score is the plain accuracy of the options as drawn.
+    #[test]
+    fn one_rotation_scores_the_options_as_drawn() {
+        let keys = vec![key("a", "B"), key("b", "C")];
+        let answers: Vec<Answered> = keys
+            .iter()
+            .map(|k| Answered {
+                id: k.id.into(),
+                kind: k.kind,
+                answer: k.answer.into(),
+                given: [("raw".to_string(), vec!["B".to_string()])].into(),
+            })
+            .collect();
+        let r = report(&keys, answers, &["raw".to_string()], meta(1));
+        let c = &r.overall.cells[0];
+        assert_eq!((c.correct, c.accuracy_pct, c.rotation_pct.clone()), (1, 50.0, vec![50.0]));
+        assert_eq!(r.chance_pct, 25.0);
+    }
 }

@@ -1,6 +1,7 @@
-//! `keet eval` end to end: with the model, questions from a real profile answered in two context
-//! formats with one letter, tallied per kind with intervals and the paired test; the questions-only
-//! JSONL; and the scoring of answers made elsewhere (`--answers`), including bad answer files.
+//! `keet eval` end to end: with the model, questions from a real profile answered in three context
+//! formats and four rotations with one letter, tallied per kind with intervals and the paired test;
+//! the questions-only JSONL; and the scoring of answers made elsewhere (`--answers`), in one rotation
+//! or four (a planted always-B answerer), including bad answer files.
 
 use crate::llm_support;
 
@@ -18,7 +19,7 @@ fn keet(args: &[&str]) -> Output {
 
 fn schema_errors(r: &Value) -> Vec<String> {
     let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v2.schema.json")).unwrap(),
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v3.schema.json")).unwrap(),
     )
     .unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
@@ -37,7 +38,7 @@ fn eval_answers_every_question_in_every_format_asked() {
         "--model",
         "smollm2-135m-instruct",
         "--formats",
-        "raw,context",
+        "raw,generic,context",
         "--threads",
         "1",
         "--seeds",
@@ -48,20 +49,22 @@ fn eval_answers_every_question_in_every_format_asked() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let errors = schema_errors(&r);
-    assert!(errors.is_empty(), "keet.eval/2 schema: {errors:?}");
-    assert_eq!(r["schema"], "keet.eval/2");
+    assert!(errors.is_empty(), "keet.eval/3 schema: {errors:?}");
+    assert_eq!(r["schema"], "keet.eval/3");
     assert_eq!(r["seeds"], json!([5, 6]));
-    assert_eq!(r["formats"], json!(["raw", "context"]));
+    assert_eq!(r["formats"], json!(["raw", "generic", "context"]));
+    assert_eq!(r["rotations"], 4, "circular by default");
     assert_eq!(r["model"]["name"], "smollm2-135m-instruct");
     let n = r["questions"].as_u64().unwrap();
     assert!(n >= 6, "{r}");
     let answers = r["answers"].as_array().unwrap();
     assert_eq!(answers.len() as u64, n);
-    let mut correct = [0u64; 2];
+    let mut correct = [0u64; 3];
     for a in answers {
-        for c in ["raw", "context"] {
-            let g = a["given"][c].as_str().unwrap();
-            assert!(["A", "B", "C", "D"].contains(&g), "one letter, got {g:?}");
+        for c in ["raw", "generic", "context"] {
+            let g = a["given"][c].as_array().unwrap();
+            assert_eq!(g.len(), 4, "one letter per rotation");
+            assert!(g.iter().all(|l| ["A", "B", "C", "D"].contains(&l.as_str().unwrap())), "one letter, got {g:?}");
         }
     }
     // The tallies add up: per kind to overall, per seed to overall, letters to n.
@@ -71,16 +74,26 @@ fn eval_answers_every_question_in_every_format_asked() {
         let by_seed: u64 = r["by_seed"].as_array().unwrap().iter().map(|k| k["cells"][i]["correct"].as_u64().unwrap()).sum();
         assert_eq!((by_kind, by_seed), (correct[i], correct[i]));
         let letters: u64 = r["letters"][i]["counts"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum();
-        assert_eq!(letters, n);
+        assert_eq!(letters, 4 * n, "a letter per question and rotation");
+        // Circular: right in all four rotations, so never above the worst rotation.
+        let worst = c["rotation_pct"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).fold(100.0, f64::min);
+        assert!(c["accuracy_pct"].as_f64().unwrap() <= worst + 1e-9, "{c}");
     }
+    let key = r["letters"].as_array().unwrap().iter().find(|l| l["of"] == "key").unwrap();
+    assert_eq!(key["counts"], json!([n, n, n, n]), "over the rotations each letter is the key once per question");
     let kinds: u64 = r["by_kind"].as_array().unwrap().iter().map(|k| k["questions"].as_u64().unwrap()).sum();
     assert_eq!(kinds, n, "every question is in one kind's row");
-    let vs = &r["overall"]["cells"][1]["vs_raw"];
-    let delta = 100.0 * (correct[1] as f64 - correct[0] as f64) / n as f64;
+    let vs = &r["overall"]["cells"][2]["vs_raw"];
+    let delta = 100.0 * (correct[2] as f64 - correct[0] as f64) / n as f64;
     assert!((vs["delta_pts"].as_f64().unwrap() - delta).abs() < 1e-9);
-    // Each context prefilled once per format: most prompt tokens come from the KV state.
+    // Each context prefilled once per format: most prompt tokens come from the KV state, and each
+    // rotation after the first runs only its options.
     for c in r["cost"].as_array().unwrap() {
         assert!(c["reused_tokens"].as_u64().unwrap() * 2 > c["prompt_tokens"].as_u64().unwrap(), "{c}");
+        let by_rotation: Vec<u64> = c["run_tokens_by_rotation"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        let run = c["prompt_tokens"].as_u64().unwrap() - c["reused_tokens"].as_u64().unwrap();
+        assert_eq!(by_rotation.iter().sum::<u64>(), run, "{c}");
+        assert!(by_rotation[1..].iter().all(|&t| t < by_rotation[0]), "{c}");
     }
 }
 
@@ -105,7 +118,7 @@ fn questions_only_jsonl_is_self_contained() {
         assert_eq!(q["options"].as_array().unwrap().len(), 4);
         assert!(["A", "B", "C", "D"].contains(&q["answer"].as_str().unwrap()));
         assert!(!q["basis"].as_array().unwrap().is_empty());
-        for c in ["raw", "context", "md"] {
+        for c in ["raw", "generic", "context", "md"] {
             assert!(q["contexts"][c].as_str().unwrap().len() > 100, "{c} context missing");
         }
         assert!(q["contexts"]["none"].as_str().unwrap().len() < 300);
@@ -155,7 +168,7 @@ fn planted_answers_score_as_planted() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let errors = schema_errors(&r);
-    assert!(errors.is_empty(), "keet.eval/2 schema: {errors:?}");
+    assert!(errors.is_empty(), "keet.eval/3 schema: {errors:?}");
     assert_eq!(r["formats"], json!(["raw", "perfect"]), "the baseline first");
     assert_eq!(r["questions"].as_u64(), Some(n as u64));
     let c_keys = qs.iter().filter(|q| q["answer"] == "C").count();
@@ -180,12 +193,70 @@ fn planted_answers_score_as_planted() {
     assert!(text.contains("100% [") || text.contains("100.0% ["), "{text}");
 }
 
+/// The answers of a planted answerer that always says B, in all four rotations: on questions
+/// whose keys are A, B, C and D equally often, 25% in every rotation and 0% circular; on any
+/// questions, 25% over the rotations and 0% circular. The text table heads with circular accuracy.
+#[test]
+fn always_b_scores_a_quarter_per_rotation_and_nothing_circular() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qpath, qs) = write_questions(dir.path(), &[corpus("h200-moe/decode_c1.ncu-rep"), corpus("h800-sglang/fa2_fwd.ncu-rep")], "0,1");
+    // The same number of questions keyed A, B, C and D.
+    let per_letter = ["A", "B", "C", "D"].map(|l| qs.iter().filter(|q| q["answer"] == l).count()).into_iter().min().unwrap();
+    assert!(per_letter >= 2, "{per_letter}");
+    let mut balanced: Vec<&Value> = Vec::new();
+    for l in ["A", "B", "C", "D"] {
+        balanced.extend(qs.iter().filter(|q| q["answer"] == l).take(per_letter));
+    }
+    let bpath = dir.path().join("balanced.jsonl");
+    std::fs::write(&bpath, balanced.iter().map(|q| q.to_string() + "\n").collect::<String>()).unwrap();
+    for (questions, all) in [(&bpath, balanced.clone()), (&qpath, qs.iter().collect())] {
+        let lines: Vec<String> = all
+            .iter()
+            .flat_map(|q| (0..4).map(move |r| json!({"id": q["id"], "format": "raw", "rotation": r, "answer": "B"}).to_string()))
+            .collect();
+        let a = write_answers(dir.path(), "b.jsonl", &lines);
+        let o = score(questions, &a);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let errors = schema_errors(&r);
+        assert!(errors.is_empty(), "keet.eval/3 schema: {errors:?}");
+        assert_eq!(r["rotations"], 4);
+        let cell = &r["overall"]["cells"][0];
+        assert_eq!((cell["correct"].as_u64(), cell["accuracy_pct"].as_f64()), (Some(0), Some(0.0)), "{cell}");
+        assert_eq!(cell["rotation_mean_pct"].as_f64(), Some(25.0), "{cell}");
+        if questions == &bpath {
+            assert_eq!(cell["rotation_pct"], json!([25.0, 25.0, 25.0, 25.0]), "{cell}");
+        }
+        let n = all.len();
+        assert_eq!(r["letters"][0]["counts"], json!([0, 4 * n, 0, 0]));
+    }
+    // The text table: circular accuracy under the `question kind` header, an `overall` row, then the rotations.
+    let lines: Vec<String> = balanced
+        .iter()
+        .flat_map(|q| (0..4).map(move |r| json!({"id": q["id"], "format": "raw", "rotation": r, "answer": "B"}).to_string()))
+        .collect();
+    let a = write_answers(dir.path(), "b.jsonl", &lines);
+    let o = keet(&["eval", "--questions", bpath.to_str().unwrap(), "--answers", a.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Circular accuracy") && text.contains("question kind") && text.contains("overall"), "{text}");
+    assert!(text.contains("25 25 25 25 | 25.0%"), "{text}");
+}
+
 #[test]
 fn bad_answer_files_name_the_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let (qpath, qs) = write_questions(dir.path(), &[corpus("rtxa2000-sample/addConstDouble.ncu-rep")], "0");
     let good: Vec<String> = qs.iter().map(|q| json!({"id": q["id"], "format": "raw", "answer": "A"}).to_string()).collect();
     let id0 = qs[0]["id"].as_str().unwrap();
+    // Every question in four rotations but the first question's last.
+    let mut rotation_lines = Vec::new();
+    for (i, q) in qs.iter().enumerate() {
+        for r in 0..4 {
+            if i > 0 || r < 3 {
+                rotation_lines.push(json!({"id": q["id"], "format": "raw", "rotation": r, "answer": "A"}).to_string());
+            }
+        }
+    }
     let cases: Vec<(&str, Vec<String>, String)> = vec![
         (
             "unknown id",
@@ -208,6 +279,17 @@ fn bad_answer_files_name_the_line_and_exit_2() {
             ":1: answer \"E\"".to_string(),
         ),
         ("missing", good[1..].to_vec(), format!("missing 1 (first: {id0})")),
+        (
+            "rotation out of range",
+            [vec![json!({"id": id0, "format": "raw", "rotation": 4, "answer": "A"}).to_string()], good[1..].to_vec()].concat(),
+            ":1: rotation 4".to_string(),
+        ),
+        (
+            "two rotations",
+            [good.clone(), vec![json!({"id": id0, "format": "raw", "rotation": 1, "answer": "A"}).to_string()]].concat(),
+            "rotation 0 only, or all four".to_string(),
+        ),
+        ("a rotation missing", rotation_lines.clone(), format!("missing 1 (first: {id0} rotation 3)")),
     ];
     for (what, lines, expect) in cases {
         let a = write_answers(dir.path(), "bad.jsonl", &lines);

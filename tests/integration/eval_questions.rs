@@ -275,3 +275,53 @@ fn every_corpus_answer_follows_from_the_raw_metrics_it_cites() {
     }
     assert!(rederived >= 30, "only {rederived} answers re-derived");
 }
+
+/// The identifier-like words of a kernel label: its name and the parts of it no prose would hold
+/// (with an underscore, a digit or an inner capital), and its numbers.
+fn name_parts(label: &str) -> Vec<String> {
+    let name = label.split(" grid ").next().unwrap_or(label).to_string();
+    let mut parts = vec![name.clone()];
+    for word in name.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        let odd = word.contains('_') || word.chars().any(|c| c.is_ascii_digit()) || word.chars().skip(1).any(|c| c.is_ascii_uppercase());
+        if word.len() >= 4 && odd {
+            parts.push(word.to_string());
+        }
+    }
+    parts
+}
+
+/// The placebo holds no number or name of the kernel: every context's `generic` text is the fixed
+/// heading and lines of advice from the expert tables (built without a profile), no digit at all,
+/// none of the kernel's name or its identifier-like parts, and about as long as its `context`.
+#[test]
+fn generic_holds_no_number_or_name_of_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let planted = write_profile(dir.path(), &planted());
+    let inputs = [
+        planted,
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep"),
+    ];
+    let set = eval::build(&inputs, &EvalOptions { top: 10, seeds: vec![0], jobs: 1 }).unwrap();
+    assert!(set.questions.len() >= 10, "{} questions", set.questions.len());
+    let advice: std::collections::BTreeSet<String> = eval::generic::lines().iter().map(|l| format!("- {l}")).collect();
+    let longest = eval::generic::lines().iter().map(|l| eval::generic::approx_tokens(l)).max().unwrap();
+    for q in &set.questions {
+        let ctx = &set.contexts[q.context];
+        let generic = &ctx.generic;
+        let body = generic.strip_prefix(eval::generic::HEADING).unwrap_or_else(|| panic!("{}: {generic}", q.id));
+        for line in body.lines() {
+            assert!(advice.contains(line), "{}: a line not from the expert tables: {line}", q.id);
+        }
+        assert!(!generic.chars().any(|c| c.is_ascii_digit()), "{}: a number in {generic}", q.id);
+        let mut labels = vec![q.kernel.clone()];
+        labels.extend(q.options.iter().filter(|_| q.kind == QuestionKind::MostGain).cloned());
+        for label in labels.iter().filter(|l| !l.is_empty()) {
+            for part in name_parts(label) {
+                assert!(!generic.to_lowercase().contains(&part.to_lowercase()), "{}: {part:?} of the kernel in the generic text", q.id);
+            }
+        }
+        let (g, c) = (eval::generic::approx_tokens(generic), eval::generic::approx_tokens(&ctx.context));
+        assert!(g.abs_diff(c) <= longest, "{}: generic {g} tokens against context {c}", q.id);
+    }
+}

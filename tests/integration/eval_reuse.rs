@@ -1,6 +1,7 @@
-//! `keet eval`'s cost model on the small model (SmolLM2): the questions about one context continue
-//! from its KV state, and that gives the same letters (and the same logits) as a full prefill of
-//! every prompt.
+//! `keet eval`'s cost model on the small model (SmolLM2): the questions about one context, and the
+//! rotations of each question's options, continue from its KV state; the tokens run are those the
+//! plan predicts, and they give the same letters (and the same logits) as a full prefill of every
+//! prompt.
 
 use crate::llm_support;
 
@@ -26,7 +27,7 @@ fn prefix_reuse_answers_as_a_full_prefill_does() {
     let mut engine = small_model();
     // The context format: a few hundred tokens (the raw table is the same mechanics at 3x the cost).
     let formats = [Condition::Context];
-    let plan = answer::plan(&set, &engine, &formats).unwrap();
+    let plan = answer::plan(&set, &engine, &formats, 1).unwrap();
     assert!(
         plan.tokens_to_run() < plan.prompt_tokens() / 2,
         "the plan reuses the shared contexts: {} of {} to run",
@@ -62,6 +63,51 @@ fn prefix_reuse_answers_as_a_full_prefill_does() {
     assert_eq!(t_cold.reused_tokens, 0);
     assert!(t_warm.reused_tokens > 0);
     assert_eq!(cold, warm, "the letters' logits differ after prefix reuse");
+}
+
+/// Circular evaluation: each question in its four rotations. The context is prefilled once; each
+/// rotation after the first runs only its options and the prompt's tail; the engine runs exactly the
+/// tokens the plan predicts, per rotation, and answers as a full prefill of each prompt does.
+#[test]
+fn rotations_reuse_the_contexts_kv_state() {
+    if llm_support::skip() {
+        return;
+    }
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1 }).unwrap();
+    let n = set.questions.len();
+    assert!(n >= 2, "{n} questions");
+    let mut engine = small_model();
+    let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS).unwrap();
+    assert_eq!(plan.jobs.len(), n * eval::ROTATIONS);
+    let contexts: std::collections::BTreeSet<usize> = set.questions.iter().map(|q| q.context).collect();
+    assert_eq!(contexts.len(), 1, "one kernel: one context");
+    let context_tokens = engine.tokenizer().encode(&set.contexts[0].context).unwrap().len();
+    for (i, job) in plan.jobs.iter().enumerate() {
+        let run = job.tokens - job.expected_reuse;
+        if i > 0 {
+            assert!(run < context_tokens / 2, "job {i} (rotation {}): {run} tokens to run, the context is {context_tokens}", job.rotation);
+        }
+        if job.rotation > 0 {
+            // Same question, same context: only the options onwards differ from the rotation before.
+            let before = &plan.jobs[i - 1];
+            assert_eq!((before.question, before.rotation + 1), (job.question, job.rotation));
+            assert!(run < 120, "rotation {}: {run} of {} tokens to run", job.rotation, job.tokens);
+        }
+    }
+    let by_rotation = plan.tokens_to_run_by_rotation();
+    assert!(by_rotation[1..].iter().all(|&r| r < by_rotation[0]), "{by_rotation:?}");
+
+    let reused = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
+    let cost = &reused.costs[0];
+    assert_eq!(cost.questions, n);
+    assert_eq!(cost.prompt_tokens - cost.reused_tokens, plan.tokens_to_run(), "the tokens run equal the plan");
+    assert_eq!(cost.run_tokens_by_rotation, by_rotation, "per rotation too");
+    let fresh = answer::run(&set, &mut engine, &plan, true, &mut |_| {}).unwrap();
+    for (r, f) in reused.answers.iter().zip(&fresh.answers) {
+        assert_eq!(r.given["context"].len(), eval::ROTATIONS);
+        assert_eq!(r.given, f.given, "{}: prefix reuse changed an answer", r.id);
+    }
 }
 
 #[test]
