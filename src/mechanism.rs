@@ -353,6 +353,17 @@ pub fn code_words(rows: &[(Option<u64>, &str)]) -> Vec<String> {
 const CODE_KEYWORDS: &[&str] =
     &["if", "for", "while", "return", "sizeof", "switch", "__syncthreads", "__global__", "__shared__", "min", "max"];
 
+/// A regime in words, as the facts block names it.
+fn regime_words(kind: BoundKind) -> &'static str {
+    match kind {
+        BoundKind::Memory => "memory-bound",
+        BoundKind::Compute => "compute-bound",
+        BoundKind::Latency => "latency-bound",
+        BoundKind::GridTooSmall => "grid-bound (its grid is too small)",
+        BoundKind::Launch => "launch-bound",
+    }
+}
+
 fn regime_of(name: &str) -> Option<BoundKind> {
     Some(match name {
         "memory" => BoundKind::Memory,
@@ -382,7 +393,7 @@ pub fn wrong_regimes(facts: &Facts, text: &str) -> Vec<String> {
                 if window.iter().any(|w| t.not_a_claim.contains(w)) {
                     continue;
                 }
-                let reason = format!("it calls the kernel {}, but it is {}", p.replace(' ', "-"), crate::validate::bound_name(Some(bound)));
+                let reason = format!("it calls the kernel {}, but it is {}", p.replace(' ', "-"), regime_words(bound));
                 if !out.contains(&reason) {
                     out.push(reason);
                 }

@@ -682,6 +682,41 @@ mod tests {
         assert!(r.iter().any(|r| r.contains("piles up bracketed fragments")), "{r:?}");
     }
 
+    /// The default model on the H200 decode GEMMs (issue 36): idle SMs do not take time, and large
+    /// batches do not make a GEMM memory-bound.
+    #[test]
+    fn idle_sms_take_no_time_and_large_batches_do_not_make_memory_bound() {
+        let r = reasons(Category::GridTooSmall, "This causes a significant amount of time to be spent on idle units.");
+        assert!(r.iter().any(|r| r.contains("idle SMs take no time")), "{r:?}");
+        let mut l = launch();
+        for (name, value) in [
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 8.99),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
+        ] {
+            let metric = crate::profile::Metric {
+                value: crate::profile::MetricValue::Number(value),
+                unit: &crate::profile::Unit::Percent,
+                raw_value: "",
+                raw_unit: "%",
+                label: None,
+                section: None,
+                origin: Default::default(),
+            };
+            l.metrics.insert(name, metric);
+        }
+        let facts = crate::rules::derive_facts(&l);
+        assert_eq!(facts.bound.as_ref().map(|b| b.kind), Some(BoundKind::Memory));
+        let ctx = Context { launch: &l, facts: &facts, rules: &[] };
+        let r = gate().check_sentence(
+            &ctx,
+            Category::MemoryBound,
+            "This can be caused by large batch sizes or inefficient access patterns in memory.",
+            &[],
+        );
+        assert!(r.iter().any(|r| r.contains("large batch sizes")), "{r:?}");
+    }
+
     /// Said of register spills by the default model on a held-out report (issue 36).
     #[test]
     fn spills_are_not_called_uncoalesced() {

@@ -63,6 +63,12 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
                 claim: Writer::Model,
                 explanation: Writer::Model,
                 suggestions: vec![Writer::Model, Writer::Expert],
+                kinds: vec![keet::explain::report::KindOfSentence {
+                    field: "explanation".into(),
+                    text: "Each block runs on one SM, so most SMs sit idle.".into(),
+                    kind: keet::mechanism::SentenceKind::Links,
+                    writer: Writer::Model,
+                }],
             }),
             finding: Finding {
                 category: keet::rules::Category::LatencyBound,
