@@ -333,7 +333,21 @@ fn action_first(fix: &str) -> String {
         Some((why, action)) if opens_with_verb(action) => {
             let mut chars = action.chars();
             let action: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
-            format!("{} ({why}).", action.trim_end_matches('.'))
+            let action = action.trim_end_matches('.');
+            // An action that already ends in a bracket takes the reason after a semicolon: two
+            // bracketed groups in a row read as pasted labels, and the prose gate refuses a model
+            // sentence that copies them.
+            if action.ends_with(')') {
+                // "The library ..." -> "the library ...", but "SM ..." and "FP64 ..." stay.
+                let starts_a_word = why.chars().nth(1).is_some_and(char::is_lowercase);
+                let why: String = match why.chars().next() {
+                    Some(first) if starts_a_word => first.to_lowercase().chain(why.chars().skip(1)).collect(),
+                    _ => why.to_string(),
+                };
+                format!("{action}; {why}.")
+            } else {
+                format!("{action} ({why}).")
+            }
         }
         _ => fix.to_string(),
     }
@@ -352,6 +366,12 @@ mod tests {
             "Batch more tokens per call, or fuse the GEMM (A GEMM that streams its weights is memory-bound at small batch (decode))."
         );
         assert_eq!(action_first("Move fewer bytes: reuse data."), "Move fewer bytes: reuse data.");
+        // No two bracketed groups in a row (the default model copied "... configurations) (The
+        // library picked 96 blocks for this shape)" and the prose gate refused it as a label pile).
+        assert_eq!(
+            action_first("The library picked 96 blocks for this shape: give it more work per call (a larger M or N), or let it split K (cuBLASLt split-K)."),
+            "Give it more work per call (a larger M or N), or let it split K (cuBLASLt split-K); the library picked 96 blocks for this shape."
+        );
         assert_eq!(action_first("The library picked 96 blocks."), "The library picked 96 blocks.");
     }
 }
