@@ -94,6 +94,8 @@ struct Config {
     self_reference: Vec<String>,
     number_words: Vec<String>,
     no_final_words: Vec<String>,
+    #[serde(default)]
+    no_final_phrases: Vec<String>,
     contradiction: Vec<Contradiction>,
     #[serde(default)]
     wrong_picture: Vec<WrongPicture>,
@@ -111,6 +113,8 @@ pub struct Gate {
     self_reference: Vec<Vec<String>>,
     number_words: HashSet<String>,
     no_final_words: HashSet<String>,
+    /// Endings of two words or more that leave a sentence cut off ("at most").
+    no_final_phrases: Vec<Vec<String>>,
     contradictions: Vec<(Vec<String>, Vec<BoundKind>)>,
     /// Phrases false of every kernel (the phrase's words, why it is false).
     wrong_pictures: Vec<(Vec<String>, String)>,
@@ -168,6 +172,7 @@ impl Gate {
             generic: cfg.generic.into_iter().collect(),
             number_words: cfg.number_words.into_iter().collect(),
             no_final_words: cfg.no_final_words.into_iter().collect(),
+            no_final_phrases: cfg.no_final_phrases.iter().map(|p| plain_words(p)).collect(),
             self_reference: cfg.self_reference.iter().map(|p| words_of(p)).collect(),
             contradictions,
             wrong_pictures: cfg
@@ -362,6 +367,7 @@ impl Gate {
             reasons.push(format!("it writes numbers in words ({}); numbers belong in the evidence", spelled.join(", ")));
         }
         if plain.last().is_some_and(|w| self.no_final_words.contains(w))
+            || self.no_final_phrases.iter().any(|p| !p.is_empty() && plain.ends_with(p))
             || text.contains(",.")
             || text.contains(";.")
             || text.contains(", .")
@@ -715,6 +721,15 @@ mod tests {
             &[],
         );
         assert!(r.iter().any(|r| r.contains("large batch sizes")), "{r:?}");
+    }
+
+    /// Cut off after "at most" (the default model on a corpus kernel, issue 36).
+    #[test]
+    fn a_sentence_ending_at_most_is_cut_off() {
+        let r = reasons(Category::GridTooSmall, "Fusing this kernel with its neighbours would save at most.");
+        assert!(r.iter().any(|r| r.contains("mid-sentence")), "{r:?}");
+        let whole = reasons(Category::GridTooSmall, "Fusing this kernel with its neighbours would save at most 23.2% of its time.");
+        assert!(!whole.iter().any(|r| r.contains("mid-sentence")), "{whole:?}");
     }
 
     /// Said of register spills by the default model on a held-out report (issue 36).
