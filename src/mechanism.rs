@@ -606,7 +606,8 @@ mod calibrate {
         for line in text.lines().skip(1) {
             let cols: Vec<&str> = line.split('\t').collect();
             let Some(sentence) = cols.last() else { continue };
-            if std::env::var_os("KEET_ALL_WRITERS").is_none() && cols.get(5) != Some(&"model") {
+            let writer = cols.get(5).copied().unwrap_or_default();
+            if writer == "expert" || (std::env::var_os("KEET_ALL_WRITERS").is_none() && writer != "model") {
                 continue;
             }
             for s in sentence.split_inclusive(". ") {

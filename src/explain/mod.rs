@@ -940,8 +940,12 @@ fn explain_with_model(
                 }
                 // Sentences that only restate a facts line are not an explanation: left out when
                 // the paragraph has others.
+                // What is left must pass the gate on its own (a sentence cut from its number ends
+                // mid-sentence: "... would save at most.").
                 if field == Field::Explanation && reasons.is_empty() {
-                    if let Some((kept, restating)) = crate::mechanism::without_restating(&text) {
+                    if let Some((kept, restating)) =
+                        crate::mechanism::without_restating(&text).filter(|(kept, _)| sentence_check(&f, field, kept, &others).is_empty())
+                    {
                         replaced.push(ReplacedSentence {
                             category: f.category,
                             field: "explanation (sentences left out)".into(),
