@@ -688,18 +688,10 @@ mod tests {
         assert!(r.iter().any(|r| r.contains("piles up bracketed fragments")), "{r:?}");
     }
 
-    /// The default model on the H200 decode GEMMs (issue 36): idle SMs do not take time, and large
-    /// batches do not make a GEMM memory-bound.
-    #[test]
-    fn idle_sms_take_no_time_and_large_batches_do_not_make_memory_bound() {
-        let r = reasons(Category::GridTooSmall, "This causes a significant amount of time to be spent on idle units.");
-        assert!(r.iter().any(|r| r.contains("idle SMs take no time")), "{r:?}");
+    /// The test launch with these percent metrics set.
+    fn launch_with_percents(metrics: &[(&'static str, f64)]) -> crate::profile::Launch {
         let mut l = launch();
-        for (name, value) in [
-            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 8.99),
-            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
-            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
-        ] {
+        for &(name, value) in metrics {
             let metric = crate::profile::Metric {
                 value: crate::profile::MetricValue::Number(value),
                 unit: &crate::profile::Unit::Percent,
@@ -711,6 +703,20 @@ mod tests {
             };
             l.metrics.insert(name, metric);
         }
+        l
+    }
+
+    /// The default model on the H200 decode GEMMs (issue 36): idle SMs do not take time, and large
+    /// batches do not make a GEMM memory-bound.
+    #[test]
+    fn idle_sms_take_no_time_and_large_batches_do_not_make_memory_bound() {
+        let r = reasons(Category::GridTooSmall, "This causes a significant amount of time to be spent on idle units.");
+        assert!(r.iter().any(|r| r.contains("idle SMs take no time")), "{r:?}");
+        let l = launch_with_percents(&[
+            ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 8.99),
+            ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 64.5),
+        ]);
         let facts = crate::rules::derive_facts(&l);
         assert_eq!(facts.bound.as_ref().map(|b| b.kind), Some(BoundKind::Memory));
         let ctx = Context { launch: &l, facts: &facts, rules: &[] };
@@ -746,23 +752,11 @@ mod tests {
     /// "The memory throughput is low, indicating that there is not enough bandwidth".
     #[test]
     fn short_bandwidth_is_refused_unless_memory_bound() {
-        let mut l = launch();
-        for (name, value) in [
+        let l = launch_with_percents(&[
             ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 88.1),
             ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 12.5),
             ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 12.5),
-        ] {
-            let metric = crate::profile::Metric {
-                value: crate::profile::MetricValue::Number(value),
-                unit: &crate::profile::Unit::Percent,
-                raw_value: "",
-                raw_unit: "%",
-                label: None,
-                section: None,
-                origin: Default::default(),
-            };
-            l.metrics.insert(name, metric);
-        }
+        ]);
         let facts = crate::rules::derive_facts(&l);
         assert_eq!(facts.bound.as_ref().map(|b| b.kind), Some(BoundKind::Compute));
         let rules = crate::rules::evaluate(&facts);
