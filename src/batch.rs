@@ -532,8 +532,15 @@ fn attach_sources(table: &BatchTable, reps: &mut Vec<Launch>) -> Result<(), RepE
             }
         }
     }
-    let mut profiles = vec![Profile { path: PathBuf::new(), kind: SourceKind::SourceCsv, launches: keep, notes: vec![] }];
-    profiles.push(Profile { path: PathBuf::new(), kind: SourceKind::NcuRep, launches: std::mem::take(reps), notes: vec![] });
+    let mut profiles =
+        vec![Profile { path: PathBuf::new(), kind: SourceKind::SourceCsv, launches: keep, notes: vec![], source_files: vec![] }];
+    profiles.push(Profile {
+        path: PathBuf::new(),
+        kind: SourceKind::NcuRep,
+        launches: std::mem::take(reps),
+        notes: vec![],
+        source_files: vec![],
+    });
     let mut profiles = crate::explain::source::attach_source_views(profiles);
     *reps = profiles.pop().map(|p| p.launches).unwrap_or_default();
     Ok(())

@@ -174,6 +174,7 @@ mod tests {
             kind: SourceKind::MetricsCsv,
             launches: vec![launch(0, "a", 10.0), launch(1, "b", 85.0), launch(2, "a", 30.0), launch(3, "c", 5.0)],
             notes: vec![],
+            source_files: vec![],
         };
         let g = group_kernels(std::slice::from_ref(&p));
         assert_eq!(g.len(), 3);

@@ -1,6 +1,7 @@
 //! NVIDIA's own reader as the oracle for keet's `.ncu-rep` reader.
 //!
-//! Every `.ncu-rep` in `../shared/corpus` is read by `ncu_report` (PyPI wheel `ncu-report`, run
+//! Every `.ncu-rep` in `../shared/corpus`, `../shared/corpus-next` and `../shared/corpus-sets` is
+//! read by `ncu_report` (PyPI wheel `ncu-report`, run
 //! through `tests/oracle/ncu_report_oracle.py`) and by `keet inspect --all-metrics --format json`,
 //! and the two must agree on: the launch count and order, each launch's names, every metric name
 //! `ncu_report` lists with a value, and every value (text exactly, integers exactly, floating
@@ -8,34 +9,75 @@
 //! Metrics `ncu_report` lists without a value (instance-only series such as `pmsampling:*`) are
 //! counted, and keet's note must say how many it left out and why.
 //!
+//! The source files embedded with `ncu --import-source yes` are compared too: for each launch,
+//! the files `ncu_report` lists (`action.source_files()`) and keet's `Launch::source_files`, by
+//! path, sha256 of the text and length, read through the library (`keet inspect` does not print
+//! them). The reports known to embed sources must be among those compared.
+//!
 //! When the wheel cannot be imported the test fails under CI (`CI=true`; `.ci/run` installs it)
 //! and is skipped with the reason printed elsewhere.
 
+use keet::profile::{self, Launch, Profile};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+/// The folder that holds the corpora (`../shared`); report names are relative to it.
+fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
 }
 
+const CORPORA: [&str; 3] = ["corpus", "corpus-next", "corpus-sets"];
+
+/// Reports that embed their kernels' source files (`ncu --import-source yes`).
+const EMBEDDING: &[&str] = &[
+    "corpus/rtx4090-lashi/smemSquare.ncu-rep",
+    "corpus/rtx4090-lashi/transpose.ncu-rep",
+    "corpus/rtxa2000-sample/addConstDouble.ncu-rep",
+    "corpus/rtx3060-sassscope/profile.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v1_alter.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v1_alter_1.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v7_alter.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v8_alter.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v9_alter.ncu-rep",
+];
+
+/// Every `.ncu-rep` one folder below each corpus, sorted.
 fn reports() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in std::fs::read_dir(corpus()).expect("../shared/corpus is readable") {
-        let dir = dir.unwrap().path();
-        if !dir.is_dir() {
-            continue;
-        }
-        for f in std::fs::read_dir(&dir).unwrap() {
-            let f = f.unwrap().path();
-            if f.extension().and_then(|e| e.to_str()) == Some("ncu-rep") {
-                out.push(f);
+    for corpus in CORPORA {
+        let root = shared().join(corpus);
+        for dir in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
+            let dir = dir.unwrap().path();
+            if !dir.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().and_then(|e| e.to_str()) == Some("ncu-rep") {
+                    out.push(f);
+                }
             }
         }
     }
     out.sort();
     out
+}
+
+fn name(path: &Path) -> String {
+    path.strip_prefix(shared()).unwrap().display().to_string()
+}
+
+/// `true` when the test may run; otherwise prints why it is skipped (a failure under CI).
+fn oracle_runs(test: &str) -> bool {
+    let Some(reason) = oracle_unavailable() else { return true };
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("CI: the ncu_report oracle must run, but {reason}");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    false
 }
 
 /// `Some(reason)` when the oracle cannot run here.
@@ -89,11 +131,7 @@ fn differs(kind: &str, want: &Value, row: &Value) -> Option<String> {
 
 #[test]
 fn keet_reads_every_stored_metric_like_ncu_report() {
-    if let Some(reason) = oracle_unavailable() {
-        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-            panic!("CI: the ncu_report oracle must run, but {reason}");
-        }
-        eprintln!("SKIPPED keet_reads_every_stored_metric_like_ncu_report: {reason}");
+    if !oracle_runs("keet_reads_every_stored_metric_like_ncu_report") {
         return;
     }
     let files = reports();
@@ -104,7 +142,7 @@ fn keet_reads_every_stored_metric_like_ncu_report() {
     let mut problems: Vec<String> = Vec::new();
     let mut summary = String::new();
     for (path, w) in files.iter().zip(want["files"].as_array().unwrap()) {
-        let name = path.strip_prefix(corpus()).unwrap().display().to_string();
+        let name = name(path);
         let Some(k) = got_files.get(path.to_str().unwrap()) else {
             problems.push(format!("{name}: keet did not read it"));
             continue;
@@ -173,4 +211,75 @@ fn keet_reads_every_stored_metric_like_ncu_report() {
         problems.len(),
         problems.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
     );
+}
+
+/// A launch's embedded files as the oracle prints them: path, sha256 of the UTF-8 text, length.
+fn keet_files(profile: &Profile, launch: &Launch) -> Vec<(String, String, u64)> {
+    let mut out: Vec<_> = launch
+        .source_files
+        .iter()
+        .map(|&i| {
+            let file = &profile.source_files[i];
+            (file.path.clone(), hex::encode(Sha256::digest(file.text.as_bytes())), file.text.len() as u64)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn oracle_files(launch: &Value) -> Result<Vec<(String, String, u64)>, String> {
+    let Some(files) = launch["source_files"].as_array() else {
+        return Err(format!("ncu_report gives no source files: {}", launch["source_files_error"]));
+    };
+    let field = |f: &Value, k: &str| f[k].as_str().unwrap_or_default().to_string();
+    Ok(files.iter().map(|f| (field(f, "path"), field(f, "sha256"), f["length"].as_u64().unwrap_or(0))).collect())
+}
+
+#[test]
+fn keet_reads_every_embedded_source_file_like_ncu_report() {
+    if !oracle_runs("keet_reads_every_embedded_source_file_like_ncu_report") {
+        return;
+    }
+    let files = reports();
+    let want = oracle(&files);
+    let mut problems: Vec<String> = Vec::new();
+    let mut summary = String::new();
+    for (path, w) in files.iter().zip(want["files"].as_array().unwrap()) {
+        let name = name(path);
+        let (profile, err) = profile::salvage(profile::read_path(path));
+        let Some(profile) = profile else {
+            problems.push(format!("{name}: keet cannot read it: {err:?}"));
+            continue;
+        };
+        let wl = w["launches"].as_array().unwrap();
+        if wl.len() != profile.launches.len() {
+            problems.push(format!("{name}: ncu_report has {} launches, keet {}", wl.len(), profile.launches.len()));
+        }
+        let mut with_files = 0;
+        for (i, (wl, kl)) in wl.iter().zip(&profile.launches).enumerate() {
+            let (want, got) = (oracle_files(wl), keet_files(&profile, kl));
+            match want {
+                Err(why) => problems.push(format!("{name} launch {i}: {why}")),
+                Ok(want) if want != got => problems.push(format!("{name} launch {i}: ncu_report {want:?} != keet {got:?}")),
+                Ok(_) => {}
+            }
+            with_files += !got.is_empty() as usize;
+        }
+        if EMBEDDING.contains(&name.as_str()) && with_files == 0 {
+            problems.push(format!("{name} embeds source files, keet found none"));
+        }
+        if with_files > 0 {
+            summary.push_str(&format!(
+                "{name}: {with_files} of {} launch(es) with embedded files, {} file(s) in the report\n",
+                profile.launches.len(),
+                profile.source_files.len()
+            ));
+        }
+    }
+    for missing in EMBEDDING.iter().filter(|e| !files.iter().any(|f| name(f) == **e)) {
+        problems.push(format!("{missing}: not found among the corpus reports"));
+    }
+    eprintln!("{summary}");
+    let first: Vec<String> = problems.iter().take(30).cloned().collect();
+    assert!(problems.is_empty(), "{} difference(s) from ncu_report, first ones:\n{}", problems.len(), first.join("\n"));
 }

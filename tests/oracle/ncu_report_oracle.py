@@ -4,11 +4,15 @@
 Used by tests/integration/ncu_report_oracle.rs as the oracle for keet's native reader. For each report, in
 NVIDIA's launch order: the launch's function, mangled and demangled names, and every metric the
 reader lists with its value kind and stored value (strings as text, integers exactly, floating
-point as a float, NaN and infinities as the strings "nan", "inf", "-inf"), or "has_value": false for a metric listed without a value.
+point as a float, NaN and infinities as the strings "nan", "inf", "-inf"), or "has_value": false for a metric listed without a value;
+and the source files embedded for the launch (`ncu --import-source yes`, `action.source_files()`),
+sorted by path, each as its path, the sha256 of its text encoded as UTF-8 and that length in bytes
+("source_files_error" instead when the reader cannot give them).
 
 Exit status 3 when `ncu_report` cannot be imported (the caller decides whether that is a skip or a
 failure), 1 on any other error. Usage: ncu_report_oracle.py REPORT.ncu-rep... > oracle.json
 """
+import hashlib
 import json
 import math
 import sys
@@ -45,22 +49,36 @@ def metric(m):
     return {"has_value": True, "kind": kind, "value": value}
 
 
+def source_files(act):
+    files = []
+    for path, text in act.source_files().items():
+        data = text.encode("utf-8", "surrogatepass")
+        files.append({"path": path, "sha256": hashlib.sha256(data).hexdigest(), "length": len(data)})
+    return sorted(files, key=lambda f: f["path"])
+
+
+def launch(r, act):
+    out = {
+        "range": r,
+        "name": act.name(A.NameBase_FUNCTION),
+        "mangled": act.name(A.NameBase_MANGLED),
+        "demangled": act.name(A.NameBase_DEMANGLED),
+        "metrics": {n: metric(act.metric_by_name(n)) for n in act.metric_names()},
+    }
+    try:
+        out["source_files"] = source_files(act)
+    except Exception as e:  # a text the binding cannot convert: reported, not fatal
+        out["source_files_error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
 def report(path):
     ctx = ncu_report.load_report(path)
     launches = []
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
-            act = rng.action_by_idx(a)
-            launches.append(
-                {
-                    "range": r,
-                    "name": act.name(A.NameBase_FUNCTION),
-                    "mangled": act.name(A.NameBase_MANGLED),
-                    "demangled": act.name(A.NameBase_DEMANGLED),
-                    "metrics": {n: metric(act.metric_by_name(n)) for n in act.metric_names()},
-                }
-            )
+            launches.append(launch(r, rng.action_by_idx(a)))
     return {"path": path, "launches": launches}
 
 

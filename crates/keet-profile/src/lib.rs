@@ -41,6 +41,18 @@ pub struct Profile {
     pub launches: Vec<Launch>,
     /// Things the reader skipped on purpose (application output, `==PROF==` lines, a traceback...).
     pub notes: Vec<String>,
+    /// Source files embedded in the report (`ncu --import-source yes`), deduplicated by path, in
+    /// order of first appearance; [`Launch::source_files`] indexes it. Empty for CSV exports.
+    pub source_files: Vec<SourceFile>,
+}
+
+/// A source file embedded in a report (`ncu --import-source yes`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SourceFile {
+    /// The path as the compiler saw it (`/home/u/app/kernel.cu`, `C:/src/k.cu`).
+    pub path: String,
+    /// The file's text (decoded lossily when it is not UTF-8; the profile's notes then say so).
+    pub text: String,
 }
 
 /// One profiled kernel launch.
@@ -71,6 +83,9 @@ pub struct Launch {
     pub ncu_rules: Vec<NcuRuleResult>,
     /// Per-source-line / per-SASS counters, when the export has them.
     pub source: Option<SourceView>,
+    /// The embedded source files of this launch's module (what Nsight Compute's
+    /// `action.source_files()` lists): indices into [`Profile::source_files`].
+    pub source_files: Vec<usize>,
 }
 
 /// Nsight Compute rule severity ("Rule Type" in CSV, message type in the report).
@@ -181,7 +196,8 @@ pub fn salvage(r: Result<Profile>) -> (Option<Profile>, Option<ProfileError>) {
     match r {
         Ok(p) => (Some(p), None),
         Err(ProfileError::Truncated { path, at, message, launches, recovered }) => {
-            let empty = Profile { path: path.clone(), kind: recovered.kind, launches: Vec::new(), notes: Vec::new() };
+            let empty =
+                Profile { path: path.clone(), kind: recovered.kind, launches: Vec::new(), notes: Vec::new(), source_files: Vec::new() };
             let err = ProfileError::Truncated { path, at, message, launches, recovered: Box::new(empty) };
             (Some(*recovered), Some(err))
         }

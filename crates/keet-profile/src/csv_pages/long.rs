@@ -143,7 +143,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     } else {
         SourceKind::MetricsCsv
     };
-    Ok(Profile { path: input.path.to_owned(), kind, launches, notes })
+    Ok(Profile { path: input.path.to_owned(), kind, launches, notes, source_files: Vec::new() })
 }
 
 fn rule_type(s: &str) -> NcuRuleType {

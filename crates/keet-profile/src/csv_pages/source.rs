@@ -76,10 +76,16 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
         None => notes.push("the source page names no kernel (no \"Kernel Name\"/\"Function Name\" preamble)".to_string()),
     }
     if out.rows.is_empty() {
-        return Ok(Profile { path: input.path.to_owned(), kind: SourceKind::SourceCsv, launches: Vec::new(), notes });
+        return Ok(Profile {
+            path: input.path.to_owned(),
+            kind: SourceKind::SourceCsv,
+            launches: Vec::new(),
+            notes,
+            source_files: Vec::new(),
+        });
     }
     launch.source = Some(out);
-    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::SourceCsv, launches: vec![launch], notes })
+    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::SourceCsv, launches: vec![launch], notes, source_files: Vec::new() })
 }
 
 fn number(s: &str, locale: NumberLocale) -> Option<f64> {

@@ -99,7 +99,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     }
     input.skipped.notes(&mut notes);
     let _ = had_bom;
-    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::UiExportCsv, launches, notes })
+    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::UiExportCsv, launches, notes, source_files: Vec::new() })
 }
 
 /// "gpu__time_duration.sum [us]" -> ("gpu__time_duration.sum", "us").

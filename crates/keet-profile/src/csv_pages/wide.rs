@@ -262,7 +262,7 @@ pub(super) fn read<'a>(input: &mut Input<'a>, header: &Header<'a>, mut notes: Ve
     if units.is_empty() && !lines.is_empty() {
         notes.push("no units row under the header: units taken as empty".to_string());
     }
-    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::RawCsv, launches, notes })
+    Ok(Profile { path: input.path.to_owned(), kind: SourceKind::RawCsv, launches, notes, source_files: Vec::new() })
 }
 
 /// Device name and compute capability from device attributes when the identity columns lack them.

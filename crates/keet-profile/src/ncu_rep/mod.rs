@@ -7,7 +7,7 @@
 //! repeated until end of file:
 //!     u32le n  BlockHeader[n]
 //!     payload[BlockHeader.PayloadSize]:
-//!         NumSources x (u32le n  SourceData[n])      -- cubins etc., skipped
+//!         NumSources x (u32le n  SourceData[n])      -- modules: cubin (skipped), source files
 //!         NumResults x (u32le n  ProfileResult[n])   -- one per kernel launch
 //!         anything else (range results, ...)         -- skipped
 //! ```
@@ -17,6 +17,10 @@
 //! first result block usually carries most of it, and later (result-less) blocks may append names
 //! that results in any block use (`h800-sglang/fa2_fwd.ncu-rep`). So the reader walks every block
 //! header first, gathering the table, and reads the results after.
+//!
+//! Source records describe the loaded modules; with `ncu --import-source yes` they embed the
+//! kernels' source files, which a result names through its module reference ([`embedded`]).
+//! The launches' files are resolved once every block is read.
 //!
 //! # Reports cut off mid-write
 //!
@@ -39,6 +43,7 @@
 //! metric; the unit is inferred from the metric name ([`infer::unit_for_metric`]), `raw_unit` is
 //! empty. Launch IDs are the result's position in the report (ncu's `ID` column).
 
+mod embedded;
 pub mod infer;
 pub mod proto;
 mod source;
@@ -78,7 +83,10 @@ struct State {
     bad_records: usize,
     /// Launches whose source view exceeded `source::MAX_CELLS` and was left out.
     oversized_source_views: usize,
-    sources: usize,
+    /// The source records read so far (modules, their embedded source files).
+    embedded: embedded::Embedded,
+    /// Per launch (same order as `launches`): the module reference of its result.
+    module_refs: Vec<Option<u64>>,
     skipped_payload_bytes: usize,
     /// Blocks read so far.
     blocks: usize,
@@ -139,9 +147,7 @@ impl<'a> Parser<'a> {
         let blocks = st.blocks;
 
         let mut notes = vec![format!("ncu-rep format version {}, {blocks} block(s)", header.version)];
-        if st.sources > 0 {
-            notes.push(format!("skipped {} embedded source/binary record(s)", st.sources));
-        }
+        let source_files = resolve_source_files(&mut st, &mut notes);
         if st.skipped_payload_bytes > 0 {
             notes.push(format!("skipped {} payload byte(s) of other records (range results...)", st.skipped_payload_bytes));
         }
@@ -193,7 +199,7 @@ impl<'a> Parser<'a> {
                 st.launches.len()
             );
             notes.push(format!("the file ends early at byte {total}: {message}"));
-            let recovered = Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes };
+            let recovered = Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes, source_files };
             return Err(ProfileError::Truncated {
                 path: self.path.to_owned(),
                 at: At::Byte(total as u64),
@@ -208,7 +214,7 @@ impl<'a> Parser<'a> {
                 message: format!("the report has {blocks} block(s) but no profile result (kernel launch)"),
             });
         }
-        Ok(Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes })
+        Ok(Profile { path: self.path.to_owned(), kind: SourceKind::NcuRep, launches: st.launches, notes, source_files })
     }
 
     /// Walks the block frames from `off` to the end of the file without reading the payloads,
@@ -276,12 +282,12 @@ impl<'a> Parser<'a> {
         let mut p = payload_start;
         for i in 0..header.num_sources {
             let what = || format!("block {block} source record {i} of {}", header.num_sources);
-            let n = match self.length(p, end, &what).and_then(|n| self.slice(p + 4, n as u64, end, &what).map(|_| n)) {
-                Ok(n) => n,
+            let data = match self.length(p, end, &what).and_then(|n| self.slice(p + 4, n as u64, end, &what)) {
+                Ok(d) => d,
                 Err(e) => return cut(e, p),
             };
-            p += 4 + n;
-            st.sources += 1;
+            st.embedded.add(p + 4, data);
+            p += 4 + data.len();
         }
         for i in 0..header.num_results {
             let what = || format!("block {block} profile result {i} of {}", header.num_results);
@@ -293,6 +299,7 @@ impl<'a> Parser<'a> {
             // One copy into a shared buffer; the metric/section/rule records are then zero-copy slices.
             let result: proto::ProfileResult = self.decode(p + 4, prost::bytes::Bytes::copy_from_slice(data), &what)?;
             let origin = (u32::try_from(block).unwrap_or(u32::MAX), i);
+            st.module_refs.push(result.source.map(|s| s.reference));
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
             p += 4 + n;
@@ -337,6 +344,15 @@ impl Cut {
             other => Cut { offset: start as u64, block, message: other.to_string() },
         }
     }
+}
+
+/// Gives each launch its embedded source files (its module may be described in any block) and
+/// returns the profile's list; notes what was skipped.
+fn resolve_source_files(st: &mut State, notes: &mut Vec<String>) -> Vec<crate::SourceFile> {
+    for (launch, module) in st.launches.iter_mut().zip(&st.module_refs) {
+        launch.source_files = st.embedded.files_of(*module);
+    }
+    std::mem::take(&mut st.embedded).finish(notes)
 }
 
 fn lossy(b: Vec<u8>) -> String {
@@ -495,6 +511,7 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut S
         metrics,
         ncu_rules,
         source,
+        source_files: Vec::new(), // resolved when every block is read
     }
 }
 
@@ -667,6 +684,7 @@ mod tests {
             .collect(),
             context_id: Some(1),
             stream_id: Some(7),
+            source: None,
         }
     }
 
@@ -756,6 +774,8 @@ mod tests {
         assert!(p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
         assert!(p.notes.iter().any(|n| n.contains("did not decode")), "{:?}", p.notes);
         assert!(p.notes.iter().any(|n| n.contains("duplicated")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.starts_with("skipped 2 embedded binary record(s)")), "{:?}", p.notes);
+        assert!(p.source_files.is_empty() && l.source_files.is_empty());
         assert_eq!(l.metrics.get("inst_executed").unwrap().as_f64(), Some(3.0));
         let src = l.source.as_ref().expect("source view");
         assert_eq!(src.view, "sass");
@@ -902,6 +922,72 @@ mod tests {
         let e = parse(&r).unwrap_err();
         assert_eq!(offset_of(&e), payload_at as u64 + 4);
         assert!(e.to_string().contains("not valid protobuf"), "{e}");
+    }
+
+    /// One source record: module `reference`, an optional cubin, `(path, text)` files.
+    fn source_record(reference: u64, binary: &'static [u8], files: &[(&str, &[u8])]) -> Vec<u8> {
+        let files = files.iter().map(|(p, t)| EmbeddedFile { path: p.as_bytes().to_vec(), text: t.to_vec() }).collect();
+        let data = SourceData { reference, binary: Bytes::from_static(binary), files: Some(SourceFileList { files }) };
+        let mut out = data.encode_to_vec();
+        out.extend_from_slice(b"\x4a\x03\x0a\x01k"); // field 9 (function list): not read
+        out
+    }
+
+    /// A block of `sources` (encoded records) and results for `(kernel, module reference)`.
+    fn source_block(out: &mut Vec<u8>, sources: &[Vec<u8>], results: &[(&str, Option<u64>)], names: bool) {
+        let mut payload = Vec::new();
+        for record in sources {
+            frame(&mut payload, record);
+        }
+        for (kernel, module) in results {
+            let result = ProfileResult {
+                kernel_function_name: kernel.as_bytes().to_vec(),
+                source: module.map(|reference| SourceReference { reference }),
+                ..Default::default()
+            };
+            frame(&mut payload, &result.encode_to_vec());
+        }
+        let header = BlockHeader {
+            num_sources: sources.len() as u32,
+            num_results: results.len() as u32,
+            string_table: names.then(|| StringTable { strings: vec![b"gpu__time_duration.sum".to_vec()] }),
+            payload_size: payload.len() as u64,
+            ..Default::default()
+        };
+        frame(out, &header.encode_to_vec());
+        out.extend_from_slice(&payload);
+    }
+
+    #[test]
+    fn reads_embedded_source_files() {
+        let mut out = MAGIC.to_vec();
+        frame(&mut out, &FileHeader { version: 7 }.encode_to_vec());
+        let kernel_cu: &[u8] = b"__global__ void k() {}\n";
+        let header = b"// caf\xe9 (Latin-1)\n";
+        let block0 = [
+            source_record(7, b"\x7fELF", &[("/src/k.cu", kernel_cu), ("/src/h.cuh", header)]),
+            source_record(7, b"", &[]),                                // more functions of module 7
+            source_record(9, b"\x7fELF", &[("/src/k.cu", kernel_cu)]), // the same file in module 9
+            b"\x0a\xff".to_vec(),                                      // cut inside field 1: not protobuf
+        ];
+        source_block(&mut out, &block0, &[("a", Some(7)), ("b", Some(9)), ("c", None), ("d", Some(11))], true);
+        let garbled_at = out.windows(2).rposition(|w| w == b"\x0a\xff").unwrap() as u64;
+        // Module 11 is described after the launch that uses it.
+        source_block(&mut out, &[source_record(11, b"", &[("C:/late.cu", b"int x;")])], &[], false);
+        let p = parse(&out).unwrap();
+
+        let paths: Vec<&str> = p.source_files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["/src/k.cu", "/src/h.cuh", "C:/late.cu"]);
+        assert_eq!(p.source_files[0].text, "__global__ void k() {}\n");
+        assert_eq!(p.source_files[1].text, "// caf\u{fffd} (Latin-1)\n");
+        let files: Vec<&[usize]> = p.launches.iter().map(|l| l.source_files.as_slice()).collect();
+        assert_eq!(files, [&[0, 1][..], &[0], &[], &[2]]);
+        let note = |needle: &str| p.notes.iter().any(|n| n.contains(needle));
+        assert!(note("embedded source file /src/h.cuh is not UTF-8 (first invalid byte at offset 6 of the file)"), "{:?}", p.notes);
+        assert!(note("skipped 2 embedded binary record(s)"), "{:?}", p.notes);
+        let undecoded = format!("skipped 1 embedded source record(s) that did not decode (the first at byte {garbled_at}:");
+        assert!(note(&undecoded), "{undecoded:?} not in {:?}", p.notes);
+        assert!(!note("twice"), "{:?}", p.notes);
     }
 
     #[test]

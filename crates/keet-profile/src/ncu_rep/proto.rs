@@ -91,6 +91,50 @@ pub struct ProfileResult {
     pub context_id: Option<u64>,
     #[prost(uint64, optional, tag = "23")]
     pub stream_id: Option<u64>,
+    /// `Source`: the module the kernel belongs to, as a reference to a [`SourceData`] record.
+    #[prost(message, optional, tag = "15")]
+    pub source: Option<SourceReference>,
+}
+
+/// `ProfileResult.Source`: a `SourceData` message of which a result only sets `Reference`.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct SourceReference {
+    #[prost(uint64, tag = "1")]
+    pub reference: u64,
+}
+
+/// `SourceData`: one record of a block's `NumSources` part, describing one loaded module. The
+/// first record of a module carries its cubin (`Binary`) and, with `ncu --import-source yes`,
+/// the source files the compiler saw; later records with the same `Reference` may only list
+/// more of its functions (field 9, not read). Fields 8 and 9 are not in the older public
+/// `.proto` files: their layout was read from the corpus reports and checked against
+/// `ncu_report`'s `action.source_files()`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SourceData {
+    /// The module's identity; [`SourceReference::reference`] points here.
+    #[prost(uint64, tag = "1")]
+    pub reference: u64,
+    /// The cubin (ELF), when the record carries one.
+    #[prost(bytes = "bytes", tag = "4")]
+    pub binary: prost::bytes::Bytes,
+    #[prost(message, optional, tag = "8")]
+    pub files: Option<SourceFileList>,
+}
+
+/// `SourceData` field 8: the embedded source files.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SourceFileList {
+    #[prost(message, repeated, tag = "1")]
+    pub files: Vec<EmbeddedFile>,
+}
+
+/// One embedded source file: its path and its content (bytes; usually UTF-8).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EmbeddedFile {
+    #[prost(bytes = "vec", tag = "1")]
+    pub path: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub text: Vec<u8>,
 }
 
 /// `ProfileMetricResult`: a metric name (string-table index) and its value. The per-instance
