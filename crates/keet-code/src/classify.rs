@@ -143,7 +143,13 @@ pub(crate) struct Side<'a> {
 /// The kinds of change between `before` and `after` (sorted, without duplicates; [`EditKind::Other`]
 /// when the text changed but no family did). `shared` names the kernel's `__shared__` arrays and
 /// `block_names` the variables used as a launch's block.
-pub(crate) fn classify(language: Language, before: &Side, after: &Side, shared: &BTreeSet<String>, block_names: &BTreeSet<String>) -> Vec<EditKind> {
+pub(crate) fn classify(
+    language: Language,
+    before: &Side,
+    after: &Side,
+    shared: &BTreeSet<String>,
+    block_names: &BTreeSet<String>,
+) -> Vec<EditKind> {
     let old = features(language, before, shared);
     let new = features(language, after, shared);
     let mut kinds = BTreeSet::new();
@@ -173,7 +179,8 @@ pub(crate) fn classify(language: Language, before: &Side, after: &Side, shared: 
         }
     }
     let (old_dim3, new_dim3) = (old.get("dim3"), new.get("dim3"));
-    for entry in old_dim3.iter().filter(|entry| !new_dim3.contains(entry)).chain(new_dim3.iter().filter(|entry| !old_dim3.contains(entry))) {
+    for entry in old_dim3.iter().filter(|entry| !new_dim3.contains(entry)).chain(new_dim3.iter().filter(|entry| !old_dim3.contains(entry)))
+    {
         let name = entry.split('=').next().unwrap_or("");
         kinds.insert(if block_names.contains(name) { EditKind::BlockShape } else { EditKind::GridComputation });
     }
@@ -214,14 +221,71 @@ fn features(language: Language, side: &Side, shared: &BTreeSet<String>) -> Featu
 
 /// Math functions whose precision variant an edit may swap (`sqrt` ↔ `sqrtf`, `__expf`).
 const MATH_FUNCTIONS: &[&str] = &[
-    "sqrt", "sqrtf", "rsqrt", "rsqrtf", "exp", "expf", "__expf", "exp2", "exp2f", "log", "logf", "__logf", "log2", "log2f", "sin",
-    "sinf", "__sinf", "cos", "cosf", "__cosf", "tan", "tanf", "tanh", "tanhf", "pow", "powf", "__powf", "fabs", "fabsf", "fma", "fmaf",
-    "__fmaf_rn", "floor", "floorf", "ceil", "ceilf", "erf", "erff", "fmin", "fminf", "fmax", "fmaxf", "__fdividef", "__double2float_rn",
-    "__float2half", "__half2float", "__float2bfloat16",
+    "sqrt",
+    "sqrtf",
+    "rsqrt",
+    "rsqrtf",
+    "exp",
+    "expf",
+    "__expf",
+    "exp2",
+    "exp2f",
+    "log",
+    "logf",
+    "__logf",
+    "log2",
+    "log2f",
+    "sin",
+    "sinf",
+    "__sinf",
+    "cos",
+    "cosf",
+    "__cosf",
+    "tan",
+    "tanf",
+    "tanh",
+    "tanhf",
+    "pow",
+    "powf",
+    "__powf",
+    "fabs",
+    "fabsf",
+    "fma",
+    "fmaf",
+    "__fmaf_rn",
+    "floor",
+    "floorf",
+    "ceil",
+    "ceilf",
+    "erf",
+    "erff",
+    "fmin",
+    "fminf",
+    "fmax",
+    "fmaxf",
+    "__fdividef",
+    "__double2float_rn",
+    "__float2half",
+    "__half2float",
+    "__float2bfloat16",
 ];
 const FLOAT_TYPES: &[&str] = &["double", "float", "half", "__half", "half2", "__half2", "__nv_bfloat16", "__nv_bfloat162", "double2"];
-const WIDE_TYPES: &[&str] =
-    &["float2", "float4", "int2", "int4", "uint2", "uint4", "double2", "double4", "longlong2", "char4", "uchar4", "short4", "half2", "__half2"];
+const WIDE_TYPES: &[&str] = &[
+    "float2",
+    "float4",
+    "int2",
+    "int4",
+    "uint2",
+    "uint4",
+    "double2",
+    "double4",
+    "longlong2",
+    "char4",
+    "uchar4",
+    "short4",
+    "half2",
+    "__half2",
+];
 const WIDE_LOADS: &[&str] = &["__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv", "make_float4", "make_int4", "make_float2"];
 const TENSOR_CORE: &[&str] =
     &["wmma", "mma_sync", "load_matrix_sync", "store_matrix_sync", "fill_fragment", "fragment", "mma", "ldmatrix", "wgmma"];
@@ -295,7 +359,9 @@ fn cuda_features(node: Node, text: &str, shared: &BTreeSet<String>, found: &mut 
 
 fn cuda_declaration(node: Node, text: &str, found: &mut Features) {
     let mut cursor = node.walk();
-    let is_shared = node.children(&mut cursor).any(|child| matches!(child.kind(), "type_qualifier" | "storage_class_specifier") && text_of(child, text) == "__shared__");
+    let is_shared = node
+        .children(&mut cursor)
+        .any(|child| matches!(child.kind(), "type_qualifier" | "storage_class_specifier") && text_of(child, text) == "__shared__");
     let written = squash(text_of(node, text));
     if is_shared {
         found.add("shared-declaration", written);
@@ -353,12 +419,14 @@ fn python_features(node: Node, text: &str, shared: &BTreeSet<String>, found: &mu
         "subscript" => {
             let base = node.child_by_field_name("value").map(|value| base_identifier(value, text)).unwrap_or("");
             let mut cursor = node.walk();
-            let index: Vec<String> = node.children_by_field_name("subscript", &mut cursor).map(|index| squash(text_of(index, text))).collect();
+            let index: Vec<String> =
+                node.children_by_field_name("subscript", &mut cursor).map(|index| squash(text_of(index, text))).collect();
             let family = if shared.contains(base) { "shared-subscript" } else { "subscript" };
             found.add(family, format!("{base}[{}]", index.join(", ")));
         }
         "call" => {
-            let function: String = node.child_by_field_name("function").map(|function| text_of(function, text)).unwrap_or("").split_whitespace().collect();
+            let function: String =
+                node.child_by_field_name("function").map(|function| text_of(function, text)).unwrap_or("").split_whitespace().collect();
             if function.ends_with("shared.array") {
                 found.add("shared-declaration", squash(written));
             } else if function.contains("atomic") {
@@ -403,7 +471,8 @@ pub(crate) fn shared_names(language: Language, root: Node, text: &str, bytes: Ra
             }
         }
         (Language::Python, "assignment") => {
-            let right: String = node.child_by_field_name("right").map(|right| text_of(right, text)).unwrap_or("").split_whitespace().collect();
+            let right: String =
+                node.child_by_field_name("right").map(|right| text_of(right, text)).unwrap_or("").split_whitespace().collect();
             if right.contains("shared.array(") {
                 names.extend(node.child_by_field_name("left").map(|left| text_of(left, text).to_string()));
             }
@@ -411,4 +480,64 @@ pub(crate) fn shared_names(language: Language, root: Node, text: &str, bytes: Ra
         _ => {}
     });
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CATEGORIES: [&str; 16] = [
+        "compute-bound",
+        "memory-bound",
+        "latency-bound",
+        "grid-too-small",
+        "block-size",
+        "tail-effect",
+        "occupancy-registers",
+        "occupancy-shared-memory",
+        "occupancy-other",
+        "memory-coalescing",
+        "shared-bank-conflicts",
+        "divergence",
+        "register-spilling",
+        "tensor-core-unused",
+        "fp64",
+        "atomics-contention",
+    ];
+
+    #[test]
+    fn expert_edits_name_kinds_for_every_category() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../expert/edits.toml");
+        let text = std::fs::read_to_string(path).expect("expert/edits.toml");
+        let table: BTreeMap<String, Vec<ExpertEdit>> = toml::from_str(&text).expect("every entry and kind name deserialises");
+        for category in CATEGORIES {
+            let entries = table.get(category).unwrap_or_else(|| panic!("{category} has no entry"));
+            assert!(!entries.is_empty(), "{category}");
+            for entry in entries {
+                assert!(entry.kind != EditKind::Other, "{category}: 'other' fixes nothing");
+                assert!(entry.why.ends_with('.') && entry.why.len() > 40, "{category}/{}: why is one sentence", entry.kind);
+                assert!(
+                    ["CUDA C++ Best Practices Guide, ", "CUDA C++ Programming Guide, ", "Nsight Compute Kernel Profiling Guide, "]
+                        .iter()
+                        .any(|guide| entry.source.starts_with(guide)),
+                    "{category}/{}: {}",
+                    entry.kind,
+                    entry.source
+                );
+            }
+        }
+        let unknown: Vec<&String> = table.keys().filter(|key| !CATEGORIES.contains(&key.as_str())).collect();
+        assert!(unknown.is_empty(), "categories keet does not have: {unknown:?}");
+    }
+
+    #[test]
+    fn kind_names_are_kebab_case_both_ways() {
+        for kind in EditKind::ALL {
+            let name = kind.to_string();
+            let parsed: EditKind = toml::from_str::<BTreeMap<String, EditKind>>(&format!("k = \"{name}\"")).expect("kind")["k"];
+            assert_eq!(parsed, kind);
+        }
+        assert_eq!(EditKind::SharedDeclaration.to_string(), "shared-declaration");
+        assert_eq!(EditKind::MemoryLoadWidth.to_string(), "memory-load-width");
+    }
 }

@@ -92,7 +92,8 @@ pub fn check_edit(files: &[CodeFile], kernel: &KernelCode, edit: &Edit, allowed:
     check_parses(&old_tree, &new_tree, found, after_lines.len())?;
     let new_bytes = edited_bytes(&new_text, found.first, after_lines.len());
     check_identifiers(files, found.file, language, (&old_tree, &file.text), (&new_tree, &new_text), new_bytes.clone())?;
-    let old_side = Side { root: old_tree.root_node(), text: &file.text, bytes: parse::line_bytes(&file.text, found.first + 1, found.last + 1) };
+    let old_side =
+        Side { root: old_tree.root_node(), text: &file.text, bytes: parse::line_bytes(&file.text, found.first + 1, found.last + 1) };
     let new_side = Side { root: new_tree.root_node(), text: &new_text, bytes: new_bytes.clone() };
     let mut shared = kernel_shared_names(kernel);
     shared.extend(classify::shared_names(language, new_tree.root_node(), &new_text, new_bytes));
@@ -123,7 +124,13 @@ fn kernel_file_index(files: &[CodeFile], kernel: &KernelCode) -> Result<usize, E
 
 /// Finds the `before` lines in the kernel (and its launch sites when a launch-shape kind is
 /// allowed): exactly one place inside, or the refusal that says why not.
-fn find_in_region(files: &[CodeFile], kernel: &KernelCode, kernel_file: usize, before: &[String], allowed: &[EditKind]) -> Result<Found, EditRefusal> {
+fn find_in_region(
+    files: &[CodeFile],
+    kernel: &KernelCode,
+    kernel_file: usize,
+    before: &[String],
+    allowed: &[EditKind],
+) -> Result<Found, EditRefusal> {
     let launches_allowed = allowed.iter().any(|kind| kind.is_launch_shape());
     let mut region: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     region.entry(kernel_file).or_default().extend(kernel.start_line..=kernel.end_line);
@@ -167,7 +174,8 @@ fn find_in_region(files: &[CodeFile], kernel: &KernelCode, kernel_file: usize, b
 /// Every place (0-based first and last line) where the non-blank `wanted` lines follow each other
 /// among the non-blank lines of the file, compared with whitespace squashed.
 fn find_lines(lines: &[&str], wanted: &[String]) -> Vec<(usize, usize)> {
-    let non_blank: Vec<(usize, String)> = lines.iter().enumerate().map(|(index, line)| (index, squash(line))).filter(|(_, line)| !line.is_empty()).collect();
+    let non_blank: Vec<(usize, String)> =
+        lines.iter().enumerate().map(|(index, line)| (index, squash(line))).filter(|(_, line)| !line.is_empty()).collect();
     if wanted.is_empty() || wanted.len() > non_blank.len() {
         return Vec::new();
     }
@@ -240,7 +248,8 @@ fn check_parses(old: &Tree, new: &Tree, found: Found, after_count: usize) -> Res
         return Ok(());
     }
     let shift = after_count as isize - (found.last + 1 - found.first) as isize;
-    let moved: Vec<usize> = old_errors.iter().map(|&line| if line > found.last + 1 { (line as isize + shift).max(1) as usize } else { line }).collect();
+    let moved: Vec<usize> =
+        old_errors.iter().map(|&line| if line > found.last + 1 { (line as isize + shift).max(1) as usize } else { line }).collect();
     let line = new_errors.iter().find(|line| !moved.contains(line)).or(new_errors.first()).copied().unwrap_or(found.first + 1);
     Err(EditRefusal::DoesNotParse { line })
 }
@@ -248,14 +257,110 @@ fn check_parses(old: &Tree, new: &Tree, found: Found, after_count: usize) -> Res
 /// Names any code may use without declaring them: C++/Python keywords-as-identifiers, CUDA
 /// built-in variables and functions, common math and Python built-ins.
 const BUILTINS: &[&str] = &[
-    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "min", "max", "abs", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "exp", "expf",
-    "exp2f", "log", "logf", "log2f", "sin", "sinf", "cos", "cosf", "tanh", "tanhf", "pow", "powf", "fabs", "fabsf", "fma", "fmaf",
-    "floor", "floorf", "ceil", "ceilf", "fmin", "fminf", "fmax", "fmaxf", "erf", "erff", "printf", "assert", "sizeof", "nullptr",
-    "NULL", "true", "false", "this", "INFINITY", "NAN", "FLT_MAX", "FLT_MIN", "DBL_MAX", "INT_MAX", "INT_MIN", "UINT_MAX",
-    "make_float2", "make_float4", "make_int2", "make_int4", "make_uint4", "make_double2", "reinterpret_cast", "static_cast",
-    "const_cast", "float2", "float4", "int2", "int4", "uint2", "uint4", "double2", "half", "half2", "nvcuda", "wmma", "cg",
-    "cooperative_groups", "std", "range", "len", "int", "float", "bool", "print", "True", "False", "None", "tuple", "list",
-    "zip", "enumerate", "isinstance", "round", "sum", "any", "all", "tl", "triton", "cuda", "numba", "np", "math", "self",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    "min",
+    "max",
+    "abs",
+    "sqrt",
+    "sqrtf",
+    "rsqrt",
+    "rsqrtf",
+    "exp",
+    "expf",
+    "exp2f",
+    "log",
+    "logf",
+    "log2f",
+    "sin",
+    "sinf",
+    "cos",
+    "cosf",
+    "tanh",
+    "tanhf",
+    "pow",
+    "powf",
+    "fabs",
+    "fabsf",
+    "fma",
+    "fmaf",
+    "floor",
+    "floorf",
+    "ceil",
+    "ceilf",
+    "fmin",
+    "fminf",
+    "fmax",
+    "fmaxf",
+    "erf",
+    "erff",
+    "printf",
+    "assert",
+    "sizeof",
+    "nullptr",
+    "NULL",
+    "true",
+    "false",
+    "this",
+    "INFINITY",
+    "NAN",
+    "FLT_MAX",
+    "FLT_MIN",
+    "DBL_MAX",
+    "INT_MAX",
+    "INT_MIN",
+    "UINT_MAX",
+    "make_float2",
+    "make_float4",
+    "make_int2",
+    "make_int4",
+    "make_uint4",
+    "make_double2",
+    "reinterpret_cast",
+    "static_cast",
+    "const_cast",
+    "float2",
+    "float4",
+    "int2",
+    "int4",
+    "uint2",
+    "uint4",
+    "double2",
+    "half",
+    "half2",
+    "nvcuda",
+    "wmma",
+    "cg",
+    "cooperative_groups",
+    "std",
+    "range",
+    "len",
+    "int",
+    "float",
+    "bool",
+    "print",
+    "True",
+    "False",
+    "None",
+    "tuple",
+    "list",
+    "zip",
+    "enumerate",
+    "isinstance",
+    "round",
+    "sum",
+    "any",
+    "all",
+    "tl",
+    "triton",
+    "cuda",
+    "numba",
+    "np",
+    "math",
+    "self",
 ];
 
 /// Refuses new lines that use a name neither in the sources nor declared by the edit itself.
@@ -303,7 +408,9 @@ fn not_checked(node: Node, language: Language) -> bool {
     let is_field = |field: &str| parent.child_by_field_name(field).is_some_and(|child| child.id() == node.id());
     match language {
         Language::Cuda => parent.kind() == "qualified_identifier" || parent.kind().starts_with("preproc") && !is_field("name"),
-        Language::Python => (parent.kind() == "attribute" && is_field("attribute")) || (parent.kind() == "keyword_argument" && is_field("name")),
+        Language::Python => {
+            (parent.kind() == "attribute" && is_field("attribute")) || (parent.kind() == "keyword_argument" && is_field("name"))
+        }
     }
 }
 
@@ -314,7 +421,9 @@ fn is_declaration(node: Node, language: Language) -> bool {
         let Some(parent) = child.parent() else { return false };
         let is_field = |field: &str| parent.child_by_field_name(field).is_some_and(|found| found.id() == child.id());
         match (language, parent.kind()) {
-            (Language::Cuda, "init_declarator" | "array_declarator" | "pointer_declarator" | "reference_declarator") if is_field("declarator") => {
+            (Language::Cuda, "init_declarator" | "array_declarator" | "pointer_declarator" | "reference_declarator")
+                if is_field("declarator") =>
+            {
                 child = parent
             }
             (Language::Cuda, "declaration" | "parameter_declaration" | "for_range_loop") => return is_field("declarator"),
@@ -323,7 +432,9 @@ fn is_declaration(node: Node, language: Language) -> bool {
             (Language::Python, "pattern_list" | "tuple_pattern" | "list_pattern" | "tuple" | "list_splat_pattern") => child = parent,
             (Language::Python, "assignment" | "for_statement" | "for_in_clause") => return is_field("left"),
             (Language::Python, "named_expression") => return is_field("name"),
-            (Language::Python, "parameters" | "lambda_parameters" | "default_parameter" | "typed_parameter" | "as_pattern_target") => return true,
+            (Language::Python, "parameters" | "lambda_parameters" | "default_parameter" | "typed_parameter" | "as_pattern_target") => {
+                return true
+            }
             _ => return false,
         }
     }
@@ -371,7 +482,6 @@ fn block_names(kernel: &KernelCode) -> BTreeSet<String> {
         .collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,7 +501,8 @@ mod tests {
 
     #[test]
     fn padding_the_shared_tile_is_a_shared_declaration_edit() {
-        let checked = check("setColReadCol(int*)", "__shared__ int tile[BDIMX][BDIMY];", "__shared__ int tile[BDIMX][BDIMY + 1];", BANKS).unwrap();
+        let checked =
+            check("setColReadCol(int*)", "__shared__ int tile[BDIMX][BDIMY];", "__shared__ int tile[BDIMX][BDIMY + 1];", BANKS).unwrap();
         assert_eq!(checked.kinds, vec![EditKind::SharedDeclaration]);
         assert_eq!((checked.path.as_str(), checked.start_line), ("tests/fixtures/tiles.cu", 19));
         assert_eq!(checked.before_lines, vec!["    __shared__ int tile[BDIMX][BDIMY];"]);
@@ -425,7 +536,10 @@ mod tests {
     fn refusals_say_what_to_fix() {
         let refusal = |before: &str, after: &str| check("setColReadCol", before, after, BANKS).unwrap_err().to_string();
         assert_eq!(refusal("  __syncthreads();", "__syncthreads();  "), "before and after are the same");
-        assert_eq!(refusal("__shared__ int tile[32][32];", "__shared__ int tile[32][33];"), "the 'before' lines are not in tests/fixtures/tiles.cu");
+        assert_eq!(
+            refusal("__shared__ int tile[32][32];", "__shared__ int tile[32][33];"),
+            "the 'before' lines are not in tests/fixtures/tiles.cu"
+        );
         assert_eq!(refusal("int *d_out;", "int *d_out = nullptr;"), "the edit changes a line outside kernel setColReadCol (lines 17-26)");
         assert_eq!(
             refusal("tile[threadIdx.x][threadIdx.y] = idx;", "tile[threadIdx.x][threadIdx.y + ] = idx;"),
@@ -451,9 +565,16 @@ mod tests {
 
     #[test]
     fn float_precision_edits_are_classified() {
-        let checked = check("scaleDouble", "data[i] = sqrt(data[i]) * 2.0;", "data[i] = sqrtf(data[i]) * 2.0f;", &[EditKind::FloatPrecision]).unwrap();
+        let checked =
+            check("scaleDouble", "data[i] = sqrt(data[i]) * 2.0;", "data[i] = sqrtf(data[i]) * 2.0f;", &[EditKind::FloatPrecision])
+                .unwrap();
         assert_eq!(checked.kinds, vec![EditKind::FloatPrecision]);
-        let types = check("scaleDouble", "__global__ void scaleDouble(double *data, int n)", "__global__ void scaleDouble(float *data, int n)", &[EditKind::FloatPrecision]);
+        let types = check(
+            "scaleDouble",
+            "__global__ void scaleDouble(double *data, int n)",
+            "__global__ void scaleDouble(float *data, int n)",
+            &[EditKind::FloatPrecision],
+        );
         assert_eq!(types.unwrap().kinds, vec![EditKind::FloatPrecision]);
     }
 
@@ -461,7 +582,12 @@ mod tests {
     fn branch_and_loop_edits_are_classified() {
         let branch = check("scaleDouble", "if (i < n) {", "if (i < n && i >= 0) {", &[EditKind::BranchCondition]).unwrap();
         assert_eq!(branch.kinds, vec![EditKind::BranchCondition]);
-        let unroll = check("setColReadCol", "for (int rep = 0; rep < 4; ++rep) {", "#pragma unroll\nfor (int rep = 0; rep < 4; ++rep) {", &[EditKind::LoopStructure]);
+        let unroll = check(
+            "setColReadCol",
+            "for (int rep = 0; rep < 4; ++rep) {",
+            "#pragma unroll\nfor (int rep = 0; rep < 4; ++rep) {",
+            &[EditKind::LoopStructure],
+        );
         assert_eq!(unroll.unwrap().kinds, vec![EditKind::LoopStructure]);
     }
 
@@ -471,11 +597,17 @@ mod tests {
         let after = "dim3 block(BDIMX, 8);";
         let checked = check("setColReadCol", before, after, &[EditKind::BlockShape]).unwrap();
         assert_eq!((checked.start_line, checked.kinds.clone()), (43, vec![EditKind::BlockShape]));
-        let grid = check("setColReadCol", "dim3 grid(1, 1);", "dim3 grid(2, 1);", &[EditKind::GridComputation, EditKind::BlockShape]).unwrap();
+        let grid =
+            check("setColReadCol", "dim3 grid(1, 1);", "dim3 grid(2, 1);", &[EditKind::GridComputation, EditKind::BlockShape]).unwrap();
         assert_eq!(grid.kinds, vec![EditKind::GridComputation]);
         let refused = check("setColReadCol", before, after, BANKS).unwrap_err();
         assert!(matches!(refused, EditRefusal::OutsideKernel { line: 43, .. }));
-        let launch = check("scaleDouble", "scaleDouble<<<(n + 255) / 256, 256>>>(d_data, n);", "scaleDouble<<<(n + 127) / 128, 128>>>(d_data, n);", &[EditKind::BlockShape]);
+        let launch = check(
+            "scaleDouble",
+            "scaleDouble<<<(n + 255) / 256, 256>>>(d_data, n);",
+            "scaleDouble<<<(n + 127) / 128, 128>>>(d_data, n);",
+            &[EditKind::BlockShape],
+        );
         assert_eq!(launch.unwrap().kinds, vec![EditKind::GridComputation, EditKind::BlockShape]);
     }
 
@@ -496,6 +628,9 @@ mod tests {
         let checked = check_edit(&files, &kernel, &edit, &[EditKind::Other]).unwrap();
         assert_eq!(checked.after_lines, vec!["    mask = (offs < n_cols) & (row >= 0)"]);
         let unknown = Edit { before: "num = tl.exp(x)".into(), after: "num = tl.exp(x - bias)".into() };
-        assert_eq!(check_edit(&files, &kernel, &unknown, &[EditKind::Other]).unwrap_err(), EditRefusal::UnknownIdentifier { name: "bias".into() });
+        assert_eq!(
+            check_edit(&files, &kernel, &unknown, &[EditKind::Other]).unwrap_err(),
+            EditRefusal::UnknownIdentifier { name: "bias".into() }
+        );
     }
 }

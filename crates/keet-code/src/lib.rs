@@ -70,3 +70,49 @@ impl Language {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    const FIXTURES: [(&str, &str); 4] = [
+        ("tiles.cu", include_str!("../tests/fixtures/tiles.cu")),
+        ("gemm.cuh", include_str!("../tests/fixtures/gemm.cuh")),
+        ("softmax_triton.py", include_str!("../tests/fixtures/softmax_triton.py")),
+        ("saxpy_numba.py", include_str!("../tests/fixtures/saxpy_numba.py")),
+    ];
+
+    /// Random byte edits to the fixtures (bytes that matter to the grammars, invalid UTF-8 turned
+    /// into replacement characters) never make locate or check_edit panic.
+    #[test]
+    fn random_byte_edits_do_not_panic() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(37);
+        let interesting = b"{}()[]<>;:,.\"'/*\n\t @#_0xf\\\xc3\xa9\xff";
+        for round in 0..150 {
+            let (name, text) = FIXTURES[round % FIXTURES.len()];
+            let mut bytes = text.as_bytes().to_vec();
+            for _ in 0..rng.random_range(1..12) {
+                let at = rng.random_range(0..bytes.len().max(1));
+                let byte = interesting[rng.random_range(0..interesting.len())];
+                match rng.random_range(0..3) {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.insert(at.min(bytes.len()), byte),
+                }
+            }
+            let files = vec![CodeFile { path: name.to_string(), text: String::from_utf8_lossy(&bytes).into_owned() }];
+            for kernel_name in ["setColReadCol(int*)", "gemm", "fill(int *, int)", "reduce_sum", "softmax_kernel", "kernel", "scaleDouble"]
+            {
+                let Ok(kernel) = locate(&files, kernel_name) else { continue };
+                let lines: Vec<&str> = kernel.text.lines().collect();
+                let before = lines.get(rng.random_range(0..lines.len().max(1))).copied().unwrap_or("");
+                let after = format!("{before} + 1{}", char::from(interesting[rng.random_range(0..interesting.len() - 3)]));
+                let edit = Edit { before: before.to_string(), after };
+                let _ = check_edit(&files, &kernel, &edit, &EditKind::ALL);
+            }
+        }
+    }
+}

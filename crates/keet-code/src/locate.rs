@@ -201,9 +201,9 @@ pub(crate) fn definitions(file: usize, language: Language, text: &str, tree: &Tr
 /// A CUDA `__global__` function definition.
 fn cuda_definition(file: usize, node: Node, text: &str) -> Option<Definition> {
     let mut cursor = node.walk();
-    let global = node.children(&mut cursor).any(|child| {
-        child.kind() == "launch_bounds" || (child.kind() != "compound_statement" && text_of(child, text) == "__global__")
-    });
+    let global = node
+        .children(&mut cursor)
+        .any(|child| child.kind() == "launch_bounds" || (child.kind() != "compound_statement" && text_of(child, text) == "__global__"));
     if !global {
         return None;
     }
@@ -346,7 +346,8 @@ fn imports_jit_from_gpu_module(tree: &Tree, text: &str) -> bool {
     let mut found = false;
     parse::walk(tree.root_node(), |node| {
         if node.kind() == "import_from_statement" {
-            let module: String = node.child_by_field_name("module_name").map(|m| text_of(m, text)).unwrap_or("").split_whitespace().collect();
+            let module: String =
+                node.child_by_field_name("module_name").map(|m| text_of(m, text)).unwrap_or("").split_whitespace().collect();
             let mut cursor = node.walk();
             let names_jit = node.children_by_field_name("name", &mut cursor).any(|name| text_of(name, text) == "jit");
             found |= names_jit && matches!(module.as_str(), "triton" | "numba.cuda");
@@ -414,7 +415,11 @@ fn python_launch(index: usize, file: &CodeFile, node: Node, name: &str) -> Optio
     let config: Vec<Node> = function.children_by_field_name("subscript", &mut cursor).collect();
     let text = &file.text;
     let numba_style = config.len() >= 2;
-    let grid = if numba_style { parse::squash(text_of(config[0], text)) } else { config.iter().map(|expr| parse::squash(text_of(*expr, text))).collect::<Vec<_>>().join(", ") };
+    let grid = if numba_style {
+        parse::squash(text_of(config[0], text))
+    } else {
+        config.iter().map(|expr| parse::squash(text_of(*expr, text))).collect::<Vec<_>>().join(", ")
+    };
     Some(LaunchSite {
         file: index,
         path: file.path.clone(),
@@ -571,7 +576,9 @@ mod tests {
         assert_eq!((triton.language, triton.start_line, triton.end_line), (Language::Python, 7, 15));
         assert!(triton.text.starts_with("@triton.jit\ndef softmax_kernel("));
         assert_eq!(locate(&files, "softmax_kernel_0d1d2d3de").unwrap().start_line, 7);
-        let numba = locate(&files, "_ZN8__main__6kernelB2v1B96cw51cXTLSUwv1sDUaKthqqNgQsFkmJSFAoqdRBAM_2bOf6MwqE5ArrayIfLi1E1C7mutable7alignedE").unwrap();
+        let numba =
+            locate(&files, "_ZN8__main__6kernelB2v1B96cw51cXTLSUwv1sDUaKthqqNgQsFkmJSFAoqdRBAM_2bOf6MwqE5ArrayIfLi1E1C7mutable7alignedE")
+                .unwrap();
         assert_eq!((numba.name.as_str(), numba.start_line, numba.end_line), ("kernel", 6, 10));
         // `softmax` is a plain function and `main` is not decorated: neither is a kernel.
         assert_eq!(locate(&files, "softmax"), Err(NotFound::NoMatch { files_searched: 4 }));
@@ -595,7 +602,10 @@ mod tests {
         let gemm = &locate(&files, "gemm").unwrap().launch_sites[0];
         assert_eq!((gemm.line, gemm.grid.as_str(), gemm.block.as_deref()), (55, "blocks", Some("threads")));
         let reduce = &locate(&files, "reduce_sum").unwrap().launch_sites[0];
-        assert_eq!((reduce.grid.as_str(), reduce.block.as_deref(), reduce.shared_bytes.as_deref()), ("(n + 255) / 256", Some("256"), Some("0")));
+        assert_eq!(
+            (reduce.grid.as_str(), reduce.block.as_deref(), reduce.shared_bytes.as_deref()),
+            ("(n + 255) / 256", Some("256"), Some("0"))
+        );
         let triton = &locate(&files, "softmax_kernel").unwrap().launch_sites[0];
         assert_eq!((triton.line, triton.grid.as_str(), triton.block.as_deref()), (21, "(rows,)", None));
         let numba = &locate(&files, "kernel").unwrap().launch_sites[0];
@@ -606,11 +616,18 @@ mod tests {
     fn library_kernels_and_headers() {
         let files = fixtures();
         assert!(matches!(locate(&files, "ampere_sgemm_128x64_nn"), Err(NotFound::Library { .. })));
-        assert!(matches!(locate(&files, "void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float>>(Params)"), Err(NotFound::Library { .. })));
+        assert!(matches!(
+            locate(&files, "void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float>>(Params)"),
+            Err(NotFound::Library { .. })
+        ));
         assert_eq!(locate(&[], "setColReadCol"), Err(NotFound::NoFiles));
         // A definition in a CUDA toolkit header is never a user's kernel.
-        let header = CodeFile { path: "/usr/local/cuda-12.1/include/cub/k.cuh".into(), text: "__global__ void setColReadCol(int *out) {}\n".into() };
+        let header =
+            CodeFile { path: "/usr/local/cuda-12.1/include/cub/k.cuh".into(), text: "__global__ void setColReadCol(int *out) {}\n".into() };
         assert_eq!(locate(&[header], "setColReadCol"), Err(NotFound::NoMatch { files_searched: 0 }));
-        assert_eq!(NotFound::NoMatch { files_searched: 3 }.to_string(), "no __global__, @triton.jit or @cuda.jit definition with the kernel's name is in the 3 source files searched");
+        assert_eq!(
+            NotFound::NoMatch { files_searched: 3 }.to_string(),
+            "no __global__, @triton.jit or @cuda.jit definition with the kernel's name is in the 3 source files searched"
+        );
     }
 }

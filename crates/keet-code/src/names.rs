@@ -98,7 +98,8 @@ impl ProfileName {
         let mut scope: Vec<String> = qualified.split("::").filter(|part| !part.is_empty()).map(str::to_string).collect();
         let base = scope.pop().unwrap_or_default();
         let params = params.map(|list| split_top_level(list).iter().map(|param| ParamType::parse(param)).collect::<Vec<_>>());
-        let params = params.map(|list| if list.len() == 1 && list[0].words == ["void"] && list[0].marks.is_empty() { Vec::new() } else { list });
+        let params =
+            params.map(|list| if list.len() == 1 && list[0].words == ["void"] && list[0].marks.is_empty() { Vec::new() } else { list });
         ProfileName { base, scope, params }
     }
 
@@ -303,7 +304,9 @@ pub(crate) fn library_reason(full: &str, parsed: &ProfileName) -> Option<String>
         return Some(format!("'{base}' is a cuBLAS/cuDNN kernel (an xmma kernel); its source is not among your files"));
     }
     let found = LIBRARY_PREFIXES.iter().find(|(prefix, _)| base.starts_with(prefix));
-    found.map(|(prefix, library)| format!("'{base}' is a {library} kernel (its name starts with '{prefix}'); its source is not among your files"))
+    found.map(|(prefix, library)| {
+        format!("'{base}' is a {library} kernel (its name starts with '{prefix}'); its source is not among your files")
+    })
 }
 
 /// Whether a path is a library header (CUDA toolkit, system or installed packages): never the
@@ -350,7 +353,9 @@ mod tests {
 
     #[test]
     fn numba_mangled_names_give_the_function_name() {
-        let name = ProfileName::parse("_ZN8__main__6kernelB2v1B96cw51cXTLSUwv1sDUaKthqqNgQsFkmJSFAoqdRBAM_2bOf6MwqE5ArrayIfLi1E1C7mutable7alignedE");
+        let name = ProfileName::parse(
+            "_ZN8__main__6kernelB2v1B96cw51cXTLSUwv1sDUaKthqqNgQsFkmJSFAoqdRBAM_2bOf6MwqE5ArrayIfLi1E1C7mutable7alignedE",
+        );
         assert_eq!(name.base, "kernel");
         assert_eq!(name.scope, vec!["__main__"]);
         assert_eq!(ProfileName::parse("_Z6squarePfi").base, "square");

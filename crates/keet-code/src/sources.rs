@@ -12,8 +12,20 @@ pub const MAX_FILES: usize = 2_000;
 /// A file with more than this share of its bytes inside tree-sitter ERROR nodes does not parse.
 const MAX_ERROR_SHARE: f64 = 0.25;
 /// Directory names that hold build outputs, environments or dependencies, never user sources.
-const SKIPPED_DIRS: &[&str] =
-    &["build", "builds", "target", "node_modules", "__pycache__", "dist", "venv", "env", "site-packages", "CMakeFiles", "third_party", "_deps"];
+const SKIPPED_DIRS: &[&str] = &[
+    "build",
+    "builds",
+    "target",
+    "node_modules",
+    "__pycache__",
+    "dist",
+    "venv",
+    "env",
+    "site-packages",
+    "CMakeFiles",
+    "third_party",
+    "_deps",
+];
 
 /// Reads the source files at `path` (one file, or a directory searched recursively), returning
 /// the files read and a warning for each file or directory that was skipped.
@@ -88,7 +100,8 @@ fn read_one(path: &Path) -> Result<CodeFile, String> {
         return Err(format!("{size} bytes is larger than the {} MiB keet reads", MAX_FILE_BYTES / (1024 * 1024)));
     }
     let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
-    let text = String::from_utf8(bytes).map_err(|error| format!("not UTF-8 text (invalid byte at offset {})", error.utf8_error().valid_up_to()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|error| format!("not UTF-8 text (invalid byte at offset {})", error.utf8_error().valid_up_to()))?;
     let tree = parse::parse(language, &text).ok_or("the parser gave no tree")?;
     let share = parse::error_share(&tree, text.len());
     if share > MAX_ERROR_SHARE {
