@@ -459,7 +459,15 @@ pub enum RepError {
 /// Re-reads the files holding the representatives of the chosen groups (each file once) and
 /// returns those launches, in the order of `entries`, with the source views of the batch's
 /// `--page source` exports attached as the single-pass reader attached them.
-pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Launch>, RepError> {
+/// A representative launch re-read for explaining, with the source files its report embeds for it.
+#[derive(Debug, Clone, Default)]
+pub struct Rep {
+    pub launch: Launch,
+    /// The source files the report embeds for this launch (`ncu --import-source yes`).
+    pub code: Vec<crate::profile::SourceFile>,
+}
+
+pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Rep>, RepError> {
     let mut by_file: Vec<(u32, Vec<usize>)> = Vec::new();
     for (pos, &e) in entries.iter().enumerate() {
         let f = table.groups[e].rep.file;
@@ -479,7 +487,7 @@ pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Launch>, R
             }),
         }
     };
-    let mut slots: Vec<Option<Launch>> = vec![None; entries.len()];
+    let mut slots: Vec<Option<Rep>> = vec![None; entries.len()];
     for (fi, positions) in by_file {
         let first = &table.groups[entries[positions[0]]];
         let mut prof = read(fi, &first.name)?;
@@ -490,12 +498,14 @@ pub fn load_reps(table: &BatchTable, entries: &[usize]) -> Result<Vec<Launch>, R
             if !ok {
                 return Err(RepError::Changed { path: prof.path.clone(), kernel: g.name.clone(), index: g.rep.index, id: g.rep.id });
             }
-            slots[pos] = Some(std::mem::take(&mut prof.launches[idx]));
+            let code = prof.launches[idx].source_files.iter().filter_map(|&i| prof.source_files.get(i).cloned()).collect();
+            slots[pos] = Some(Rep { launch: std::mem::take(&mut prof.launches[idx]), code });
         }
     }
-    let mut reps: Vec<Launch> = slots.into_iter().map(|l| l.expect("every position filled above")).collect();
-    attach_sources(table, &mut reps)?;
-    Ok(reps)
+    let reps: Vec<Rep> = slots.into_iter().map(|l| l.expect("every position filled above")).collect();
+    let (mut launches, codes): (Vec<Launch>, Vec<_>) = reps.into_iter().map(|r| (r.launch, r.code)).unzip();
+    attach_sources(table, &mut launches)?;
+    Ok(launches.into_iter().zip(codes).map(|(launch, code)| Rep { launch, code }).collect())
 }
 
 /// Attaches source views to `reps` exactly as [`crate::explain::source::attach_source_views`] does
@@ -566,6 +576,13 @@ pub struct ReportSettings {
     /// How model prose was written (`--prose`).
     #[serde(default)]
     pub prose: crate::explain::ProseMode,
+    /// Whether the kernels' code was looked for and an edit asked for (`--no-edit` turns it off).
+    #[serde(default = "default_edit")]
+    pub edit: bool,
+}
+
+fn default_edit() -> bool {
+    true
 }
 
 #[cfg(test)]

@@ -501,6 +501,11 @@ mod tests {
 
     /// The default model's sentences quoted in issue 36, and cases never seen.
     #[test]
+    fn a_column_access_may_cause_bank_conflicts() {
+        assert!(non_sequiturs("This causes bank conflicts because the threads of a warp read one column of the tile.").is_empty());
+    }
+
+    #[test]
     fn non_sequiturs_are_refused() {
         let r = non_sequiturs("The kernel launches a grid with 32 blocks, which means it has 132 SMs available.");
         assert_eq!(r.len(), 1, "{r:?}");

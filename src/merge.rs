@@ -346,6 +346,7 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         // Shard reports carry no summary, and a merge need not load the model for one.
         summary: false,
         model_ranks: None,
+        edit: s.edit,
     };
     let model = match (&first.doc.model, s.no_llm) {
         (Some(info), false) => ModelSource::Recorded(info.clone()),

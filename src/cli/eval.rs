@@ -24,8 +24,14 @@ pub enum EvalFormat {
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
     /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
-    #[arg(required_unless_present = "answers")]
+    #[arg(required_unless_present_any = ["answers", "twins"])]
     pub paths: Vec<PathBuf>,
+    /// Real before/after fixes instead of profiles: a TOML file of `[[twin]]` tables (profile,
+    /// kernel, good_kernel, category; optional good_profile, source, why; paths relative to the
+    /// file). Each twin asks which change makes the slow kernel fastest, with its source in every
+    /// format; with the explained format the model's own edits are scored against the real fixes.
+    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["paths", "answers"])]
+    pub twins: Option<PathBuf>,
     /// Kernels per profile to ask about (those that take the most time).
     #[arg(long, default_value_t = 5)]
     pub top: usize,
@@ -135,6 +141,25 @@ fn explain_first(
     Ok(())
 }
 
+/// The explained format of `--twins`: keet explain with the model and code edits on each twin's
+/// slow kernel; returns how the model's edits compare with the real fixes.
+fn explain_twins(
+    a: &EvalArgs,
+    set: &mut eval::EvalSet,
+    twins: &[eval::twins::Twin],
+    opts: &EvalOptions,
+    engine_opts: &crate::llm::EngineOptions,
+    t0: Instant,
+) -> anyhow::Result<eval::twins::EditScore> {
+    eprintln!("keet eval: explaining the {} twins' slow kernels with the model and their code first (the explained format)", twins.len());
+    let b = bar(twins.len() as u64, "explaining {pos}/{len} twins [{bar:30}] {elapsed_precise} ETA {eta}");
+    let cache = if a.no_cache { None } else { Some(crate::cache::default_cache_path()) };
+    let score = eval::twins::add_explained(set, twins, opts, engine_opts, cache, &mut |done, _| b.set_position(done as u64))?;
+    b.finish_and_clear();
+    eprintln!("keet eval: explained in {}", minutes(t0.elapsed().as_secs_f64()));
+    Ok(score)
+}
+
 /// Plans the prompts, says what they will cost, and answers every question in every format and
 /// rotation (a progress bar on a terminal).
 fn answer_all(set: &eval::EvalSet, engine: &mut Engine, formats: &[Condition], rotations: usize) -> anyhow::Result<answer::AnswerRun> {
@@ -185,7 +210,13 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     let mut seeds = a.seeds.clone();
     seeds.dedup();
     let opts = EvalOptions { top: a.top, seeds: seeds.clone(), jobs: a.jobs };
-    let mut set = eval::build(&a.paths, &opts)?;
+    let (mut set, twins) = match &a.twins {
+        Some(path) => {
+            let built = eval::twins::build(path, &opts)?;
+            (built.set, Some(built.twins))
+        }
+        None => (eval::build(&a.paths, &opts)?, None),
+    };
     // The placebo is as long as the context in the answering model's tokens.
     match super::token_counter(a.model.model.as_deref()) {
         Ok(count) => eval::add_generic(&mut set, count.as_ref()),
@@ -212,8 +243,12 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         return Ok(if set.errors.is_empty() { 0 } else { 2 });
     }
     let engine_opts = a.model.engine_options();
+    let mut edits = None;
     if formats.contains(&Condition::Explained) {
-        explain_first(&a, &mut set, &opts, &engine_opts, t0)?;
+        match &twins {
+            Some(twins) => edits = Some(explain_twins(&a, &mut set, twins, &opts, &engine_opts, t0)?),
+            None => explain_first(&a, &mut set, &opts, &engine_opts, t0)?,
+        }
     }
     if let Some(p) = &a.questions_out {
         super::write_output(Some(p), &eval::jsonl(&set))?;
@@ -237,7 +272,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         wall_s: Some(t0.elapsed().as_secs_f64()),
         errors: set.errors.clone(),
     };
-    let report = score::report(&keys, run.answers, &format_names, meta);
+    let mut report = score::report(&keys, run.answers, &format_names, meta);
+    report.edits = edits;
     render_report(&a, &report)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })
 }

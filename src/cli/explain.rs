@@ -42,9 +42,14 @@ pub struct ExplainArgs {
     pub refresh: bool,
     #[command(flatten)]
     pub jobs: JobsArgs,
-    /// CUDA source files whose lines findings may point at (with a profile that has line numbers).
-    #[arg(long = "source")]
+    /// The kernels' code: a source file or a directory (CUDA .cu/.cuh/.cpp/.h, Triton or Numba .py).
+    /// Findings point at its lines; with a model, the primary finding gets one checked edit of the
+    /// kernel. Without it, keet uses the sources a report embeds (`ncu --import-source yes`).
+    #[arg(long = "source", value_name = "FILE|DIR")]
     pub source: Vec<PathBuf>,
+    /// Do not look for the kernels' code, and ask the model for no edit.
+    #[arg(long)]
+    pub no_edit: bool,
     /// Only the K-th of N shares of the input files (0-based, e.g. `--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT`).
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(usize, usize)>,
@@ -81,6 +86,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         // A shard's summary would speak for part of the batch only.
         summary: !a.no_summary && a.shard.is_none(),
         model_ranks: None,
+        edit: !a.no_edit,
     }
 }
 

@@ -295,6 +295,7 @@ impl KeetServer {
             // A tool call answers per kernel; the caller summarises.
             summary: false,
             model_ranks: None,
+            edit: true,
         };
         let max_tokens = p.max_tokens;
         blocking(move || {

@@ -16,6 +16,7 @@ pub mod generic;
 pub mod questions;
 pub mod score;
 pub mod stats;
+pub mod twins;
 
 pub use answer::{answer, AnswerRun, FormatCost};
 pub use score::{EvalModel, EvalReport};
@@ -288,6 +289,8 @@ fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
         progress: false,
         // The explained context is the kernels' explanations, as measured before the summary existed.
         summary: false,
+        // The questions are about the profile; code edits are scored by `keet eval --twins`.
+        edit: false,
         ..Default::default()
     }
 }
@@ -387,7 +390,7 @@ pub fn explained_text(report: &ExplainReport) -> String {
 
 /// How questions and options name a kernel: its name and launch shape (two kernels of one name
 /// differ in their shape).
-fn kernel_label(k: &KernelExplanation) -> String {
+pub(crate) fn kernel_label(k: &KernelExplanation) -> String {
     let a = &k.analysis;
     let name: String =
         if a.name.chars().count() > 80 { format!("{}...", a.name.chars().take(80).collect::<String>()) } else { a.name.clone() };
@@ -396,13 +399,13 @@ fn kernel_label(k: &KernelExplanation) -> String {
 }
 
 /// The report cut down to the kernels in `keep` (rank order kept).
-fn report_with(report: &ExplainReport, keep: &[&KernelExplanation]) -> ExplainReport {
+pub(crate) fn report_with(report: &ExplainReport, keep: &[&KernelExplanation]) -> ExplainReport {
     let mut r = report.clone();
     r.kernels.retain(|k| keep.iter().any(|x| x.rank == k.rank));
     r
 }
 
-fn kernel_contexts(report: &ExplainReport, k: &KernelExplanation, launch: &Launch) -> Contexts {
+pub(crate) fn kernel_contexts(report: &ExplainReport, k: &KernelExplanation, launch: &Launch) -> Contexts {
     let one = report_with(report, &[k]);
     Contexts {
         none: format!("Kernel `{}`.\n", kernel_label(k)),

@@ -27,10 +27,12 @@ pub enum QuestionKind {
     GridFill,
     MostGain,
     PrimaryFix,
+    /// `keet eval --twins`: which change makes a kernel fastest, from a real before/after fix.
+    TwinFix,
 }
 
 impl QuestionKind {
-    pub const ALL: [QuestionKind; 7] = [
+    pub const ALL: [QuestionKind; 8] = [
         QuestionKind::BoundUnit,
         QuestionKind::OccupancyLimiter,
         QuestionKind::SectorWaste,
@@ -38,6 +40,7 @@ impl QuestionKind {
         QuestionKind::GridFill,
         QuestionKind::MostGain,
         QuestionKind::PrimaryFix,
+        QuestionKind::TwinFix,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,6 +52,7 @@ impl QuestionKind {
             QuestionKind::GridFill => "grid-fill",
             QuestionKind::MostGain => "most-gain",
             QuestionKind::PrimaryFix => "primary-fix",
+            QuestionKind::TwinFix => "twin-fix",
         }
     }
 }
@@ -108,6 +112,15 @@ struct Kind {
     options: BTreeMap<String, String>,
 }
 
+/// `[twin_fix]`: the question of `keet eval --twins`, its options beyond `primary_fix`'s, and the
+/// option that stands for each finding category.
+#[derive(Deserialize)]
+struct TwinFixTable {
+    stem: String,
+    options: BTreeMap<String, String>,
+    categories: BTreeMap<String, String>,
+}
+
 #[derive(Deserialize)]
 struct System {
     prompt: String,
@@ -124,6 +137,7 @@ pub(crate) struct Table {
     grid_fill: Kind,
     most_gain: Kind,
     primary_fix: Kind,
+    twin_fix: TwinFixTable,
     pub(crate) metrics: BTreeMap<String, toml::Value>,
 }
 
@@ -445,6 +459,29 @@ fn primary_fix(launch: &Launch, label: &str, rng: &mut StdRng) -> Option<Draft> 
         distractors: others[..3].iter().map(|k| t.option(&t.primary_fix, k)).collect(),
         basis: r.basis,
     })
+}
+
+/// The twin question's stem and every option it may draw (`primary_fix`'s and `twin_fix`'s own).
+pub fn twin_fix_options() -> (&'static str, &'static BTreeMap<String, String>) {
+    static OPTIONS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    let t = table();
+    let options = OPTIONS.get_or_init(|| {
+        let mut all: BTreeMap<String, String> = t.primary_fix.options.clone();
+        all.extend(t.twin_fix.options.clone());
+        all
+    });
+    (t.twin_fix.stem.as_str(), options)
+}
+
+/// The option key that stands for a finding category's fix (`shared-bank-conflicts` -> `bank`).
+pub fn twin_fix_key(category: &str) -> Option<&'static str> {
+    table().twin_fix.categories.get(category).map(String::as_str)
+}
+
+/// The problems the raw metrics show (the `primary_fix` option keys), most important first.
+pub fn problems_of(launch: &Launch) -> Vec<&'static str> {
+    let mut raw = Raw::new(launch);
+    primary_problems(launch, &mut raw)
 }
 
 /// One kernel of a profile, for the profile question.

@@ -121,6 +121,9 @@ pub struct EvalReport {
     pub wall_s: Option<f64>,
     pub answers: Vec<Answered>,
     pub errors: Vec<FileError>,
+    /// `--twins` with the explained format: the model's own edits against the real fixes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edits: Option<super::twins::EditScore>,
 }
 
 /// What a question needs for scoring.
@@ -262,6 +265,7 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         wall_s: meta.wall_s,
         answers,
         errors: meta.errors,
+        edits: None,
     }
 }
 

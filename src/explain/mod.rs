@@ -8,6 +8,7 @@
 //! the expert text stands instead) → rule findings fill the gaps.
 //! Every analysis is stored in the [`crate::cache`]; a warm run never loads the model.
 
+pub mod code;
 pub mod prompt;
 pub mod report;
 pub mod schema;
@@ -59,6 +60,8 @@ pub struct ExplainOptions {
     /// Only the kernels of these ranks (1-based) go to the model; the others keep the rule layer's
     /// findings and are not cached. `None`: every chosen kernel (`keet eval` asks only about some).
     pub model_ranks: Option<Vec<usize>>,
+    /// Look for each explained kernel's code and, with a model, ask for one checked edit of it.
+    pub edit: bool,
 }
 
 /// How the model writes the sentences of a finding (`--prose`). All three go through the same
@@ -108,6 +111,7 @@ impl Default for ExplainOptions {
             prose: ProseMode::default(),
             summary: true,
             model_ranks: None,
+            edit: true,
         }
     }
 }
@@ -157,6 +161,10 @@ pub struct RunStats {
     pub generate_s: f64,
     /// Kernels the model was asked about.
     pub kernels_asked: usize,
+    /// Kernels whose code keet found, edits shown, and seconds spent asking for edits.
+    pub kernels_with_code: usize,
+    pub edits_shown: usize,
+    pub edit_s: f64,
     pub total_s: f64,
 }
 
@@ -208,6 +216,7 @@ pub fn report_settings(opts: &ExplainOptions, input_files: usize) -> crate::batc
         shard: opts.shard.map(|(k, n)| [k, n]),
         input_files,
         prose: opts.prose,
+        edit: opts.edit,
     }
 }
 
@@ -285,11 +294,16 @@ pub fn explain_table(
     };
     let mut model: Option<Model> = None;
     let mut kernels = Vec::new();
-    for (rank, ((entry, group), launch)) in chosen.iter().zip(&reps).enumerate() {
+    let user_code = user_code(opts);
+    for (rank, ((entry, group), loaded)) in chosen.iter().zip(&reps).enumerate() {
+        let launch = &loaded.launch;
         let rep = table.groups[*entry].rep;
         let la = analysis::analyse_launch_in(launch, Some(group.time_share_pct));
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
-        let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all, opts.prose);
+        let located = opts.edit.then(|| code::locate(&launch.name, &loaded.code, &user_code));
+        stats.kernels_with_code += usize::from(matches!(located, Some(Ok(_))));
+        let code_key = located.as_ref().map(|l| code::code_sha256(l.as_ref().ok())).unwrap_or_default();
+        let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all, &code_key, opts.prose);
         table.groups[*entry].analysis_key = Some(key.to_string());
         let mut cached = None;
         let shard_made = known.get(&(table.files[rep.file as usize].clone(), rep.index)).filter(|k| k.key == key.as_str());
@@ -325,7 +339,11 @@ pub fn explain_table(
                     if opts.progress {
                         eprintln!("keet: [{}/{}] asking {} about {} ...", rank + 1, n_chosen, m.info.name, trunc_name(&group.name, 60));
                     }
-                    let found = explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?;
+                    let mut found = explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?;
+                    if let Some(Ok(loc)) = &located {
+                        let asked = ForEdit { launch, la: &la, group, lines: &source_lines_all, found: &found, located: loc };
+                        found.code = Some(ask_for_edit(&mut m.engine, asked, opts, &mut stats)?);
+                    }
                     stats.generate_s += tg.elapsed().as_secs_f64();
                     if opts.progress {
                         eprintln!("keet: [{}/{}] done in {:.1} s", rank + 1, n_chosen, tg.elapsed().as_secs_f64());
@@ -338,6 +356,10 @@ pub fn explain_table(
                 (cf, None, false)
             }
         };
+        let mut found = found;
+        if found.code.is_none() {
+            found.code = located.as_ref().map(code::section_without_model);
+        }
         if stats.first_finding_s.is_none() {
             stats.first_finding_s = Some(t0.elapsed().as_secs_f64());
         }
@@ -352,6 +374,7 @@ pub fn explain_table(
             dropped: found.dropped.clone(),
             prose: found.prose,
             replaced: found.replaced.clone(),
+            code: found.code.clone(),
             verdict: verdict_line,
             estimated_gain_ns: primary_speedup.map(|p| p / 100.0 * group.total_duration_ns),
             cached: from_cache,
@@ -594,10 +617,18 @@ pub fn kernel_times(table: &crate::batch::BatchTable) -> Vec<rules::profile_view
 
 /// The cache key of one kernel analysis: its facts and identity, the model, the prompt templates,
 /// the decoding settings and keet's version.
-pub fn cache_key(la: &LaunchAnalysis, model_sha256: &str, source_lines: &[SourceLine], mode: ProseMode) -> crate::cache::CacheKey {
-    let facts_json =
-        serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines)).expect("facts serialise");
-    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v13", mode)).expect("options serialise");
+/// `code_sha256` identifies the kernel's code the model was shown (empty when none).
+pub fn cache_key(
+    la: &LaunchAnalysis,
+    model_sha256: &str,
+    source_lines: &[SourceLine],
+    code_sha256: &str,
+    mode: ProseMode,
+) -> crate::cache::CacheKey {
+    let code = if code_sha256.is_empty() { String::new() } else { format!("{code_sha256}\0{}", code::files_sha256()) };
+    let facts_json = serde_json::to_string(&(&la.name, &la.block_size, &la.grid_size, &la.facts, &la.findings, source_lines, code))
+        .expect("facts serialise");
+    let decoding_json = serde_json::to_string(&(decoding(), schema::CLAIM_MAX_CHARS, "findings-v14", mode)).expect("options serialise");
     crate::cache::CacheKey::new(&crate::cache::KeyParts {
         facts_json: &facts_json,
         model_sha256,
@@ -651,7 +682,7 @@ fn verdict(la: &LaunchAnalysis) -> String {
 
 fn rules_only(launch: &Launch, la: &LaunchAnalysis, lines: &[SourceLine]) -> CachedFindings {
     let findings: Vec<ShownFinding> = la.findings.iter().map(|r| from_rule(la, launch, r, lines)).collect();
-    CachedFindings { verdict: verdict(la), findings, dropped: vec![], prose: ProseCounts::default(), replaced: vec![] }
+    CachedFindings { verdict: verdict(la), findings, dropped: vec![], prose: ProseCounts::default(), replaced: vec![], code: None }
 }
 
 #[derive(serde::Deserialize)]
@@ -1124,7 +1155,53 @@ fn explain_with_model(
     // Most important first: the rule layer's order of categories.
     let order = |c: rules::Category| la.findings.iter().position(|r| r.category == c).unwrap_or(usize::MAX);
     shown.sort_by_key(|s| order(s.finding.category));
-    Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped, prose: counts, replaced })
+    Ok(CachedFindings { verdict: verdict(la), findings: shown, dropped, prose: counts, replaced, code: None })
+}
+
+/// The user's `--source FILE|DIR` code, read once per run; warnings (a file not UTF-8, huge or
+/// unparsable) go to stderr and the explanation goes on without that file.
+fn user_code(opts: &ExplainOptions) -> Vec<keet_code::CodeFile> {
+    if !opts.edit {
+        return Vec::new();
+    }
+    let (files, warnings) = code::read_user_code(&opts.source_files);
+    for w in warnings {
+        eprintln!("keet: warning: {w}");
+    }
+    files
+}
+
+/// One kernel whose code keet found, explained: what the edit question needs.
+struct ForEdit<'a> {
+    launch: &'a Launch,
+    la: &'a LaunchAnalysis,
+    group: &'a KernelGroup,
+    lines: &'a [SourceLine],
+    found: &'a CachedFindings,
+    located: &'a code::Located,
+}
+
+/// Asks for the one checked edit of the kernel's primary finding (the first shown).
+fn ask_for_edit(engine: &mut Engine, k: ForEdit<'_>, opts: &ExplainOptions, stats: &mut RunStats) -> Result<CodeSection, ExplainError> {
+    let Some(primary) = code::edit_target(&k.found.findings) else {
+        return Ok(CodeSection { kernel: Some(k.located.reference()), no_edit: Some("no finding to fix".into()), ..Default::default() });
+    };
+    let ctx = Context { launch: k.launch, facts: &k.la.facts, rules: &k.la.findings };
+    let facts = prompt::kernel_facts(&ctx, k.la, k.group, k.lines);
+    let started = Instant::now();
+    let question = code::EditQuestion {
+        ctx: &ctx,
+        grounding: &facts.grounding,
+        finding: primary,
+        located: k.located,
+        hot: k.lines,
+        reasks: opts.repair_attempts,
+        decoding: decoding(),
+    };
+    let section = code::propose_edit(engine, question)?;
+    stats.edit_s += started.elapsed().as_secs_f64();
+    stats.edits_shown += usize::from(section.edit.is_some());
+    Ok(section)
 }
 
 /// The re-ask reason for an explanation that only restates facts: what it should join instead.

@@ -115,6 +115,9 @@ pub struct ExpertEdit {
     pub kind: EditKind,
     pub why: String,
     pub source: String,
+    /// A before/after of the kind on generic code (no user's), shown to the model as a pattern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
 }
 
 /// The nodes of each family found in a range of a tree: the multisets compared between sides.

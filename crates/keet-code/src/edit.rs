@@ -51,6 +51,10 @@ pub enum EditRefusal {
     DoesNotParse { line: usize },
     #[error("'{name}' is neither declared in the kernel nor in the edit")]
     UnknownIdentifier { name: String },
+    #[error("the edit removes the declaration of '{name}', which the code still uses")]
+    RemovesDeclaration { name: String },
+    #[error("the edit declares '{name}' a second time; change its declaration instead")]
+    Redeclares { name: String },
     #[error("the edit changes {}, but this fix must change {}", describe(changed, " and "), describe(allowed, " or "))]
     WrongKind { changed: Vec<EditKind>, allowed: Vec<EditKind> },
 }
@@ -92,6 +96,8 @@ pub fn check_edit(files: &[CodeFile], kernel: &KernelCode, edit: &Edit, allowed:
     check_parses(&old_tree, &new_tree, found, after_lines.len())?;
     let new_bytes = edited_bytes(&new_text, found.first, after_lines.len());
     check_identifiers(files, found.file, language, (&old_tree, &file.text), (&new_tree, &new_text), new_bytes.clone())?;
+    let old_bytes = parse::line_bytes(&file.text, found.first + 1, found.last + 1);
+    check_declarations(language, (&old_tree, &file.text, old_bytes), (&new_tree, &new_text, new_bytes.clone()))?;
     let old_side =
         Side { root: old_tree.root_node(), text: &file.text, bytes: parse::line_bytes(&file.text, found.first + 1, found.last + 1) };
     let new_side = Side { root: new_tree.root_node(), text: &new_text, bytes: new_bytes.clone() };
@@ -401,6 +407,62 @@ fn check_identifiers(
     }
 }
 
+/// Every identifier in `bytes` of a tree, with whether it is declared there.
+fn identifiers_in(language: Language, tree: &Tree, text: &str, bytes: std::ops::Range<usize>) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    parse::walk_range(tree.root_node(), bytes.clone(), |node| {
+        if node.kind() == "identifier" && bytes.contains(&node.start_byte()) && !not_checked(node, language) {
+            out.push((text_of(node, text).to_string(), is_declaration(node, language)));
+        }
+    });
+    out
+}
+
+/// The bytes of the function around `byte` (the whole text outside any function: a launch site at
+/// file scope).
+fn enclosing_function(tree: &Tree, byte: usize, len: usize) -> std::ops::Range<usize> {
+    let mut node = tree.root_node().descendant_for_byte_range(byte, byte);
+    while let Some(current) = node {
+        if current.kind() == "function_definition" {
+            return current.start_byte()..current.end_byte();
+        }
+        node = current.parent();
+    }
+    0..len
+}
+
+/// Refuses an edit that drops a declaration the rest of its function still uses, or declares again
+/// a name the function already declares (two `__shared__` arrays of one name do not compile)., or declares again a
+/// name the file already declares (two `__shared__` arrays of one name do not compile).
+fn check_declarations(
+    language: Language,
+    old: (&Tree, &str, std::ops::Range<usize>),
+    new: (&Tree, &str, std::ops::Range<usize>),
+) -> Result<(), EditRefusal> {
+    let (old_tree, old_text, old_bytes) = old;
+    let old_bytes_start = old_bytes.start;
+    let (new_tree, new_text, new_bytes) = new;
+    let removed = identifiers_in(language, old_tree, old_text, old_bytes);
+    let added = identifiers_in(language, new_tree, new_text, new_bytes.clone());
+    let everywhere_new = identifiers_in(language, new_tree, new_text, enclosing_function(new_tree, new_bytes.start, new_text.len()));
+    let declared_count = |ids: &[(String, bool)], name: &str| ids.iter().filter(|(n, declared)| *declared && n == name).count();
+    for (name, _) in removed.iter().filter(|(_, declared)| *declared) {
+        let redeclared = declared_count(&added, name) > 0;
+        let still_used = everywhere_new.iter().any(|(n, declared)| !declared && n == name);
+        if !redeclared && still_used && declared_count(&everywhere_new, name) == 0 {
+            return Err(EditRefusal::RemovesDeclaration { name: name.clone() });
+        }
+    }
+    let everywhere_old = identifiers_in(language, old_tree, old_text, enclosing_function(old_tree, old_bytes_start, old_text.len()));
+    for (name, _) in added.iter().filter(|(_, declared)| *declared) {
+        let before = declared_count(&everywhere_old, name);
+        if before > 0 && declared_count(&everywhere_new, name) > before {
+            return Err(EditRefusal::Redeclares { name: name.clone() });
+        }
+    }
+    Ok(())
+}
+
 /// Identifiers whose existence is not this check's business: qualified names, member names,
 /// keyword-argument names.
 fn not_checked(node: Node, language: Language) -> bool {
@@ -530,6 +592,28 @@ mod tests {
         let checked = check("setColReadCol", before, after, BANKS).unwrap();
         assert_eq!(checked.kinds, vec![EditKind::SharedIndex]);
         assert_eq!(checked.after_lines[1], "    tile[threadIdx.y][threadIdx.x] = idx;");
+    }
+
+    #[test]
+    fn an_edit_that_drops_a_used_declaration_or_declares_a_name_again_is_refused() {
+        // What the default model proposed for a real column-read kernel: the index line replaced
+        // by a second tile declaration.
+        let refused = check(
+            "setColReadCol",
+            "unsigned int idx = threadIdx.y * blockDim.x + threadIdx.x;",
+            "__shared__ int tile[BDIMX][BDIMY + 1];",
+            BANKS,
+        )
+        .unwrap_err();
+        assert_eq!(refused.to_string(), "the edit removes the declaration of 'idx', which the code still uses");
+        let again = check(
+            "setColReadCol",
+            "tile[threadIdx.x][threadIdx.y] = idx;",
+            "__shared__ int tile[BDIMX][BDIMY + 1];\ntile[threadIdx.x][threadIdx.y] = idx;",
+            BANKS,
+        )
+        .unwrap_err();
+        assert_eq!(again.to_string(), "the edit declares 'tile' a second time; change its declaration instead");
     }
 
     #[test]
