@@ -2,7 +2,7 @@
 //! the expected grouping and what varies, and the speedymatmul series in `../shared/corpus-next`.
 //! The fastest member is checked against the members' own `gpu__time_duration` metrics; a regime
 //! change point, a pair differing in two things (refused), a broken member file, the JSON schema
-//! and HTML plot of `keet explain`.
+//! and HTML plot of `keet explain`, and `keet compare` pairing a kernel renamed in a fix.
 
 use keet::sets::{self, KernelSet, SetOptions};
 use serde_json::Value;
@@ -189,4 +189,33 @@ fn explain_json_has_sets_in_the_schema_and_html_plots_them() {
     let s = doc["sets"].as_array().unwrap().iter().find(|s| s["name"] == "simpleReduce1").unwrap();
     assert_eq!(s["varies"], serde_json::json!(["R"]));
     assert_eq!(s["members"][0]["value"], "R=report");
+}
+
+#[test]
+fn compare_pairs_a_kernel_renamed_in_a_fix_and_explains_the_saving() {
+    let dir = shared("corpus-next/rtx4090-speedymatmul");
+    let (naive, coalescing) = (dir.join("naive.ncu-rep"), dir.join("coalescing.ncu-rep"));
+    let o = keet(&["compare", "--no-llm", "-f", "json", naive.to_str().unwrap(), coalescing.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["only_before"].as_array().unwrap().len(), 0);
+    assert_eq!(doc["only_after"].as_array().unwrap().len(), 0);
+    let k = &doc["matched"][0];
+    assert_eq!(k["match_kind"], "role");
+    let reason = k["match_reason"].as_str().unwrap();
+    assert!(reason.contains("name stem `sgemm`") && reason.contains("same work"), "{reason}");
+    // The saving and what explains it: coalesced loads (bytes used per sector up) and the
+    // coalescing problem gone.
+    assert!(k["total_time"]["delta_pct"].as_f64().unwrap() < -10.0);
+    let bytes = k["metrics"].as_array().unwrap().iter().find(|m| m["key"] == "global_load_bytes_per_sector").unwrap();
+    assert!(bytes["after"].as_f64().unwrap() > 4.0 * bytes["before"].as_f64().unwrap(), "{bytes}");
+    assert!(k["categories_disappeared"].as_array().unwrap().iter().any(|c| c == "memory-coalescing"));
+    let text = String::from_utf8(keet(&["compare", "--no-llm", naive.to_str().unwrap(), coalescing.to_str().unwrap()]).stdout).unwrap();
+    assert!(text.contains("match: role (renamed: the same name stem `sgemm`"), "{text}");
+    // --match names a pair keet would not make by role.
+    let tiled = dir.join("blocktiling_2d.ncu-rep");
+    let o = keet(&["compare", "--no-llm", "-f", "json", "--match", "naive=blocktiling", naive.to_str().unwrap(), tiled.to_str().unwrap()]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["matched"][0]["match_kind"], "user");
+    assert_eq!(doc["matched"][0]["match_reason"], "--match naive=blocktiling");
 }
