@@ -6,7 +6,10 @@
 //! Matching, in order: (1) same name, block and grid; (2) same *normalised* name (no return type,
 //! no namespaces before the kernel's own name, no `(int)`-style casts in template arguments: the
 //! details CSV and the report spell the same kernel differently) and same shape; (3) same
-//! normalised name with a different launch shape (reported as a shape change). What is left is
+//! normalised name with a different launch shape (reported as a shape change); (4) a pair the user
+//! names (`--match OLD=NEW`); (5) a kernel renamed in a fix, paired by its role as sets pair
+//! versions ([`crate::sets::group::pair_by_role`]: two of the same name stem, launch shape or
+//! thread count, work, the most time on each side), shown with the reason. What is left is
 //! listed as only-before / only-after.
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
@@ -77,11 +80,14 @@ pub struct CompareOptions {
     pub engine: EngineOptions,
     /// Parallel parse threads (0 = all cores).
     pub jobs: usize,
+    /// `--match OLD=NEW`: pair the before kernel whose name contains OLD with the after kernel
+    /// whose name contains NEW (when keet cannot tell a renamed kernel by its role).
+    pub matches: Vec<(String, String)>,
 }
 
 impl Default for CompareOptions {
     fn default() -> Self {
-        CompareOptions { top: 3, no_llm: false, engine: EngineOptions::default(), jobs: 0 }
+        CompareOptions { top: 3, no_llm: false, engine: EngineOptions::default(), jobs: 0, matches: vec![] }
     }
 }
 
@@ -182,6 +188,10 @@ pub enum MatchKind {
     NormalizedName,
     /// Same normalised name, different launch shape.
     NameOnly,
+    /// Named by the user (`--match OLD=NEW`).
+    User,
+    /// A renamed kernel, paired by its role (see `match_reason`).
+    Role,
 }
 
 /// A citation of one side's metric in a model explanation.
@@ -225,6 +235,9 @@ pub enum ExplanationStatus {
 pub struct KernelDelta {
     pub name: String,
     pub match_kind: MatchKind,
+    /// Why a user or role match paired these two kernels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_reason: Option<String>,
     /// "block (a, b, c) -> (d, e, f); grid ..." when the launch shape changed.
     pub shape_change: Option<String>,
     pub direction: Direction,
@@ -464,6 +477,7 @@ fn kernel_delta(kind: MatchKind, bg: &Group, bp: &[Profile], ag: &Group, ap: &[P
     let k = KernelDelta {
         name,
         match_kind: kind,
+        match_reason: None,
         shape_change,
         direction: Direction::of(&total_time),
         before,
@@ -539,6 +553,58 @@ fn key_of(g: &Group, profiles: &[Profile]) -> GroupKey {
     (l.name.clone(), l.block_size, l.grid_size)
 }
 
+/// What pairing by role knows of one kernel group: identity, total time and work (FLOPs).
+fn role_of(g: &Group, profiles: &[Profile]) -> crate::sets::group::Role {
+    let l = g.launch(profiles);
+    let facts = crate::rules::derive_facts(l);
+    let roof = &facts.roofline;
+    let flops: Vec<f64> = [&roof.fp16_flop, &roof.fp32_flop, &roof.fp64_flop].into_iter().flatten().map(|f| f.value).collect();
+    crate::sets::group::Role {
+        name: l.name.clone(),
+        block_size: l.block_size,
+        grid_size: l.grid_size,
+        total_ns: g.group.total_duration_ns,
+        flops: (!flops.is_empty()).then(|| flops.iter().sum()),
+    }
+}
+
+/// One pair made after the name tiers: before index, after index, how, and why.
+type Renamed = (usize, usize, MatchKind, Option<String>);
+
+/// Pairs what the name tiers left: first the user's `--match OLD=NEW` pairs (names containing
+/// OLD and NEW), then renamed kernels by role. Paired indices leave `ob` / `oa`.
+fn match_renamed(
+    before: &[GroupKey],
+    after: &[GroupKey],
+    ob: &mut Vec<usize>,
+    oa: &mut Vec<usize>,
+    user: &[(String, String)],
+    role_b: impl Fn(usize) -> crate::sets::group::Role,
+    role_a: impl Fn(usize) -> crate::sets::group::Role,
+) -> Vec<Renamed> {
+    let mut out = Vec::new();
+    for (old, new) in user {
+        let i = ob.iter().position(|&i| before[i].0.contains(old.as_str()));
+        let j = oa.iter().position(|&j| after[j].0.contains(new.as_str()));
+        if let (Some(i), Some(j)) = (i, j) {
+            let (bi, aj) = (ob.remove(i), oa.remove(j));
+            out.push((bi, aj, MatchKind::User, Some(format!("--match {old}={new}"))));
+        }
+    }
+    let rb: Vec<_> = ob.iter().map(|&i| role_b(i)).collect();
+    let ra: Vec<_> = oa.iter().map(|&j| role_a(j)).collect();
+    let pairs = crate::sets::group::pair_by_role(&rb, &ra);
+    let (mut gone_b, mut gone_a) = (Vec::new(), Vec::new());
+    for (i, j, reason) in pairs {
+        out.push((ob[i], oa[j], MatchKind::Role, Some(format!("renamed: {reason}"))));
+        gone_b.push(ob[i]);
+        gone_a.push(oa[j]);
+    }
+    ob.retain(|i| !gone_b.contains(i));
+    oa.retain(|j| !gone_a.contains(j));
+    out
+}
+
 /// Runs `keet compare BEFORE AFTER`.
 pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<CompareReport, CompareError> {
     if !opts.no_llm {
@@ -551,12 +617,16 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
     let ag = select::group_kernels(&aprof);
     let bkeys: Vec<_> = bg.iter().map(|g| key_of(g, &bprof)).collect();
     let akeys: Vec<_> = ag.iter().map(|g| key_of(g, &aprof)).collect();
-    let (pairs, ob, oa) = match_groups(&bkeys, &akeys);
+    let (pairs, mut ob, mut oa) = match_groups(&bkeys, &akeys);
+    let renamed = match_renamed(&bkeys, &akeys, &mut ob, &mut oa, &opts.matches, |i| role_of(&bg[i], &bprof), |j| role_of(&ag[j], &aprof));
 
     let mut matched: Vec<(KernelDelta, LaunchAnalysis, LaunchAnalysis, usize, usize)> = pairs
         .iter()
-        .map(|&(i, j, kind)| {
-            let (k, ba, aa) = kernel_delta(kind, &bg[i], &bprof, &ag[j], &aprof);
+        .map(|&(i, j, kind)| (i, j, kind, None))
+        .chain(renamed)
+        .map(|(i, j, kind, reason)| {
+            let (mut k, ba, aa) = kernel_delta(kind, &bg[i], &bprof, &ag[j], &aprof);
+            k.match_reason = reason;
             (k, ba, aa, i, j)
         })
         .collect();

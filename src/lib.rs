@@ -25,4 +25,5 @@ pub mod prose;
 pub mod render;
 pub mod rules;
 pub mod sense;
+pub mod sets;
 pub mod validate;

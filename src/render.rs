@@ -8,6 +8,7 @@ pub mod context;
 pub mod explain;
 pub mod explain_view;
 pub mod roofline;
+pub mod sets_plot;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -46,6 +47,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("eval.md", include_str!("render/templates/eval.md.jinja")),
     ("explain.context", include_str!("render/templates/explain.context.jinja")),
     ("compare.context", include_str!("render/templates/compare.context.jinja")),
+    ("sets.txt", include_str!("render/templates/sets.txt.jinja")),
+    ("sets.md", include_str!("render/templates/sets.md.jinja")),
+    ("sets.html", include_str!("render/templates/sets.html.jinja")),
 ];
 
 /// The template environment with keet's filters: `num` (numbers as reports show them), `dur`
@@ -68,6 +72,7 @@ pub fn environment() -> Environment<'static> {
             s
         }
     });
+    env.add_filter("basename", |s: String| std::path::Path::new(&s).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or(s));
     env.add_filter("oneline", |s: String| s.split_whitespace().collect::<Vec<_>>().join(" "));
     env.add_filter("rpad", |s: String, n: usize| format!("{s:>n$}"));
     env

@@ -44,6 +44,17 @@ pub struct CompareArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub jobs: JobsArgs,
+    /// Pair the before kernel whose name contains OLD with the after kernel whose name contains
+    /// NEW (a kernel renamed in a fix that keet cannot pair by its role); repeatable.
+    #[arg(long = "match", value_name = "OLD=NEW", value_parser = parse_match)]
+    pub matches: Vec<(String, String)>,
+}
+
+fn parse_match(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.to_string(), new.to_string())),
+        _ => Err(format!("expected OLD=NEW, got {s:?}")),
+    }
 }
 
 /// Renders the report in `format`.
@@ -72,7 +83,13 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         Some(n) => Some((n, super::token_counter(a.model.model.as_deref())?)),
         None => None,
     };
-    let opts = CompareOptions { top: a.top, no_llm: a.no_llm || a.top == 0, engine: a.model.engine_options(), jobs: a.jobs.jobs };
+    let opts = CompareOptions {
+        top: a.top,
+        no_llm: a.no_llm || a.top == 0,
+        engine: a.model.engine_options(),
+        jobs: a.jobs.jobs,
+        matches: a.matches.clone(),
+    };
     let mut report = compare::compare(&a.before, &a.after, &opts).map_err(|e| match e {
         compare::CompareError::Llm(_) => anyhow::anyhow!("{e} (use --no-llm for the deltas alone)"),
         e => e.into(),

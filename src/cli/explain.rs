@@ -66,6 +66,17 @@ pub struct ExplainArgs {
     /// No model summary of the whole profile (written when two or more kernels are explained).
     #[arg(long)]
     pub no_summary: bool,
+    /// Read a varying value from each file's path for sets, e.g. `--vary 'N=n(\d+)'` (the first
+    /// capture group, else the whole match); repeatable.
+    #[arg(long, value_name = "KEY=REGEX")]
+    pub vary: Vec<String>,
+    /// Kernels whose names give the same capture of REGEX are one kernel in sets (instead of the
+    /// same name up to template arguments).
+    #[arg(long, value_name = "REGEX")]
+    pub set_key: Option<String>,
+    /// No sets: do not look for the same kernel (or its versions) across the inputs.
+    #[arg(long)]
+    pub no_sets: bool,
 }
 
 pub fn options(a: &ExplainArgs) -> ExplainOptions {
@@ -90,6 +101,15 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
     }
 }
 
+/// The sets among the report's profiles (a file that could not be read is in the report's errors
+/// already: its sets go on without it; one cut off mid-write gives its complete launches).
+fn find_sets(report: &explain::report::ExplainReport, opts: &crate::sets::SetOptions) -> Vec<crate::sets::KernelSet> {
+    let Some(batch) = &report.batch else { return vec![] };
+    let files: Vec<PathBuf> =
+        batch.files.iter().enumerate().filter(|(i, _)| !batch.source_pages.contains(&(*i as u32))).map(|(_, f)| f.clone()).collect();
+    crate::sets::find(&files, opts).0
+}
+
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let (k, n) = s.split_once('/').ok_or_else(|| format!("expected K/N, got {s:?}"))?;
     let k: usize = k.trim().parse().map_err(|_| format!("K in {s:?} is not a number"))?;
@@ -111,7 +131,15 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
         None => None,
     };
     let opts = options(&a);
+    let set_opts = crate::sets::SetOptions {
+        vary: crate::sets::parse_vary(&a.vary)?,
+        key: crate::sets::parse_key(a.set_key.as_deref())?,
+        jobs: a.jobs.jobs,
+    };
     let (mut report, stats) = explain::explain(&a.paths, &opts)?;
+    if !a.no_sets && a.shard.is_none() {
+        report.sets = find_sets(&report, &set_opts);
+    }
     if !a.verbose {
         report.hide_dropped_text();
     }

@@ -419,7 +419,7 @@ impl KeetServer {
         if let Some(pct) = p.fail_on_regression.filter(|x| !x.is_finite() || *x < 0.0) {
             return Err(ErrorData::invalid_params(format!("fail_on_regression: a percentage >= 0, not {pct}"), None));
         }
-        let opts = CompareOptions { top: 3, no_llm: p.no_llm.unwrap_or(true), engine: self.engine(p.model), jobs: 0 };
+        let opts = CompareOptions { top: 3, no_llm: p.no_llm.unwrap_or(true), engine: self.engine(p.model), jobs: 0, matches: vec![] };
         let max_tokens = p.max_tokens;
         let threshold = p.fail_on_regression;
         blocking(move || {

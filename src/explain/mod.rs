@@ -396,6 +396,7 @@ pub fn explain_table(
                 prose_mode: model.as_ref().map(|_| opts.prose.as_str().to_string()),
                 prose: found.prose,
                 summary: None,
+                sets: vec![],
             };
             let meta = crate::cache::EntryMeta {
                 file: group.files.first().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -572,6 +573,7 @@ pub fn build_report(
         settings: Some(settings),
         batch: Some(table),
         summary: None,
+        sets: vec![],
     }
 }
 

@@ -323,6 +323,8 @@ pub struct ExplainReport {
     /// Where the time goes and what to do first (with a model and at least two kernels explained).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<ProfileSummary>,
+    /// Sets among the inputs: the same kernel (or its versions) while one thing varies (issue 41).
+    pub sets: Vec<crate::sets::KernelSet>,
 }
 
 impl ExplainReport {

@@ -25,7 +25,9 @@ pub fn render_explain(report: &ExplainReport, format: Format) -> Result<String, 
     let ctx = if format == Format::Html {
         // The chart is built (and escaped) in Rust; the template inserts it as is.
         let svg = Chart::from_report(report).svg().map(Value::from_safe_string).unwrap_or(Value::from(()));
-        context! { roofline_svg => svg, ..base }
+        let set_svgs: Vec<Value> =
+            report.sets.iter().map(|s| super::sets_plot::svg(s).map(Value::from_safe_string).unwrap_or(Value::from(()))).collect();
+        context! { roofline_svg => svg, set_svgs => set_svgs, ..base }
     } else {
         base
     };

@@ -74,6 +74,7 @@ fn explain_stores_show_prints_the_same_report_and_history_lists_it() {
             prose_mode: None,
             prose: Default::default(),
             summary: None,
+            sets: vec![],
         };
         for (fmt, format) in [("text", Format::Text), ("md", Format::Md)] {
             let out = stdout(&keet(&["show", &id.to_string(), "--format", fmt], &cache));

@@ -141,7 +141,7 @@ fn regression_gate_names_the_kernel() {
 #[test]
 fn shape_changes_and_unmatched_kernels_are_reported() {
     let dir = tempfile::tempdir().unwrap();
-    // ampere_sgemm's grid changes; `basic` is renamed (gone before, new after).
+    // ampere_sgemm's grid changes; `basic` is renamed (paired by its role).
     let after = esmm_variant(
         dir.path(),
         1.0,
@@ -153,12 +153,21 @@ fn shape_changes_and_unmatched_kernels_are_reported() {
     let sgemm = d["matched"].as_array().unwrap().iter().find(|k| k["name"] == "ampere_sgemm_128x64_nn").expect("matched by name");
     assert_eq!(sgemm["match_kind"], "name-only");
     assert_eq!(sgemm["shape_change"], "grid (8, 16, 5) -> (8, 16, 10)");
-    assert_eq!(d["only_before"][0]["name"], "basic(int, int, int, const float *, const float *, float *)");
-    assert_eq!(d["only_after"][0]["name"], "basic_v2(int, int, int, const float *, const float *, float *)");
+    // The renamed kernel is paired by its role (issue 41), with the reason shown.
+    let basic = d["matched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["before"]["name"] == "basic(int, int, int, const float *, const float *, float *)")
+        .expect("basic paired by role");
+    assert_eq!(basic["match_kind"], "role");
+    assert_eq!(basic["after"]["name"], "basic_v2(int, int, int, const float *, const float *, float *)");
+    assert!(basic["match_reason"].as_str().unwrap().contains("name stem `basic`"), "{basic}");
+    assert!(d["only_before"].as_array().unwrap().is_empty() && d["only_after"].as_array().unwrap().is_empty());
     let o = keet(&["compare", p(&corpus("cc86-esmm/metrics.csv")), p(&after), "--no-llm"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("shape changed: grid (8, 16, 5) -> (8, 16, 10)"), "{text}");
-    assert!(text.contains("only before:") && text.contains("only after:"), "{text}");
+    assert!(text.contains("match: role (renamed: the same name stem `basic`"), "{text}");
 }
 
 #[test]

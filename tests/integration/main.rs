@@ -37,5 +37,6 @@ mod ncu_rep_corpus;
 mod ncu_report_oracle;
 mod private_files;
 mod render_explain;
+mod sets;
 mod slurm_batch;
 mod truncated_inputs;

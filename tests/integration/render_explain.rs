@@ -181,6 +181,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
         profile: profile_view_of(&analyses),
         settings: None,
         batch: None,
+        sets: vec![],
     }
 }
 

@@ -1,0 +1,120 @@
+//! What varies in a set: the factors that differ between each pair of members, each member's
+//! value of them, and the members' order.
+//!
+//! Factors: the GPU; a `--vary` key; the version (a version series' kernel names, or files whose
+//! names carry version marks, or a new template signature); template parameters (same count,
+//! other values); the launch shape (block, or grid at the same thread count); the problem size
+//! (threads differ beyond `same_threads_pct`); a run (files that differ in nothing else). A version
+//! or `--vary` change carries the shape and size changes that come with it.
+
+use super::factors::View;
+use super::group::SetKind;
+use super::members::Member;
+use super::{findings, names, version_mark, KernelSet};
+use std::cmp::Ordering;
+
+/// Factors in the order a set names them.
+const FACTORS: &[&str] = &["gpu", "version", "template parameters", "launch shape", "problem size", "run"];
+
+/// Describes one set: what varies, each member's value, the order, and what the set shows.
+pub fn describe(kind: SetKind, members: Vec<Member>, vary_keys: &[String]) -> KernelSet {
+    let view = View::new(kind, &members, vary_keys);
+    let mut varies: Vec<String> = Vec::new();
+    for i in 0..members.len() {
+        for j in i + 1..members.len() {
+            for d in view.differences(i, j) {
+                if !varies.contains(&d) {
+                    varies.push(d);
+                }
+            }
+        }
+    }
+    varies.sort_by_key(|v| FACTORS.iter().position(|f| f == v).unwrap_or(FACTORS.len()));
+    let values: Vec<String> = (0..members.len()).map(|i| value_of(&view, i, &varies)).collect();
+    let (order, how) = order_of(&view, &values, &varies);
+    let file_values: Vec<String> = order.iter().map(|&i| view.file_values[i].clone()).collect();
+    let mut ordered: Vec<Member> = order.iter().map(|&i| members[i].clone()).collect();
+    for (m, &i) in ordered.iter_mut().zip(&order) {
+        m.value = values[i].clone();
+    }
+    let name = match kind {
+        SetKind::Kernel => ordered[0].base(),
+        SetKind::Versions => names::stem(&ordered[0].base()),
+    };
+    let view = View { kind, members: &ordered, file_values, marks: view.marks, vary_keys };
+    findings::set_of(&view, name, varies, how)
+}
+
+fn dims(d: Option<[u64; 3]>) -> String {
+    match d {
+        Some([x, 1, 1]) => x.to_string(),
+        Some([x, y, 1]) => format!("{x}x{y}"),
+        Some([x, y, z]) => format!("{x}x{y}x{z}"),
+        None => "?".into(),
+    }
+}
+
+/// Member `i`'s value of every varying factor, joined.
+fn value_of(view: &View, i: usize, varies: &[String]) -> String {
+    let m = &view.members[i];
+    let blocks_vary = view.members.iter().any(|o| o.block_size != m.block_size);
+    let parts: Vec<String> = varies
+        .iter()
+        .map(|f| match f.as_str() {
+            "gpu" => m.gpu.clone().unwrap_or_else(|| "?".into()),
+            "version" if view.kind == SetKind::Versions => m.base(),
+            "version" | "run" => view.file_values[i].clone(),
+            "template parameters" => format!("<{}>", names::parse(&m.kernel).template_args.unwrap_or_default().join(", ")),
+            "launch shape" if blocks_vary => format!("block {}", dims(m.block_size)),
+            "launch shape" => format!("grid {}", dims(m.grid_size)),
+            "problem size" => format!("{} threads", m.threads().map(crate::rules::fmt_num).unwrap_or_else(|| "?".into())),
+            key => format!("{key}={}", m.path_values.get(key).cloned().unwrap_or_else(|| "?".into())),
+        })
+        .collect();
+    if parts.is_empty() {
+        view.file_values[i].clone()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The members' order and how it was chosen: launch order for versions in one file, version
+/// marks (natural order) across files, time (slowest first) for versions without marks, else the
+/// varying values (numbers as numbers).
+fn order_of(view: &View, values: &[String], varies: &[String]) -> (Vec<usize>, String) {
+    let ms = view.members;
+    let mut order: Vec<usize> = (0..ms.len()).collect();
+    let one_file = ms.iter().all(|m| m.file == ms[0].file);
+    let marked = |i: usize| version_mark().is_match(&values[i]) || version_mark().is_match(&names::file_stem(&ms[i].file));
+    if varies.iter().any(|v| v == "version") {
+        if one_file {
+            order.sort_by_key(|&i| ms[i].launch);
+            return (order, "launch order in the report".into());
+        }
+        if view.kind == SetKind::Kernel || (0..ms.len()).all(marked) {
+            order.sort_by(|&a, &b| names::natural_cmp(&view.file_values[a], &view.file_values[b]).then(ms[a].launch.cmp(&ms[b].launch)));
+            return (order, "version marks in the file names".into());
+        }
+        order.sort_by(|&a, &b| ms[b].duration_ns.unwrap_or(0.0).total_cmp(&ms[a].duration_ns.unwrap_or(0.0)));
+        return (order, "time, slowest first (the names carry no version marks)".into());
+    }
+    let cmp = |a: &usize, b: &usize| -> Ordering {
+        let (x, y) = (&ms[*a], &ms[*b]);
+        let keys = view.vary_keys.iter().map(|k| {
+            names::natural_cmp(
+                x.path_values.get(k).map(String::as_str).unwrap_or(""),
+                y.path_values.get(k).map(String::as_str).unwrap_or(""),
+            )
+        });
+        let product = |d: Option<[u64; 3]>| d.map(|d| d.iter().product::<u64>()).unwrap_or(0);
+        keys.fold(Ordering::Equal, Ordering::then)
+            .then_with(|| x.gpu.cmp(&y.gpu))
+            .then_with(|| x.threads().unwrap_or(0.0).total_cmp(&y.threads().unwrap_or(0.0)))
+            .then_with(|| product(x.block_size).cmp(&product(y.block_size)))
+            .then_with(|| x.block_size.cmp(&y.block_size))
+            .then_with(|| names::natural_cmp(&values[*a], &values[*b]))
+            .then_with(|| x.launch.cmp(&y.launch))
+    };
+    order.sort_by(cmp);
+    (order, "the varying value".into())
+}

@@ -1,0 +1,61 @@
+//! The factors two members of a set differ in (module docs of [`super::describe`]), over one
+//! set's members: what describing the set and computing its findings both read.
+
+use super::group::{close, SetKind};
+use super::members::Member;
+use super::{names, thresholds, version_mark};
+
+/// What is known of the set while it is described.
+pub struct View<'a> {
+    pub kind: SetKind,
+    pub members: &'a [Member],
+    /// Each member's part of its file name that differs from the others'.
+    pub file_values: Vec<String>,
+    /// Some file name carries a version mark.
+    pub marks: bool,
+    pub vary_keys: &'a [String],
+}
+
+impl<'a> View<'a> {
+    pub fn new(kind: SetKind, members: &'a [Member], vary_keys: &'a [String]) -> View<'a> {
+        let stems: Vec<String> = members.iter().map(|m| names::file_stem(&m.file)).collect();
+        let marks = stems.iter().any(|s| version_mark().is_match(s));
+        View { kind, members, file_values: names::differing_parts(&stems), marks, vary_keys }
+    }
+
+    /// What differs between members `i` and `j` (module docs).
+    pub fn differences(&self, i: usize, j: usize) -> Vec<String> {
+        let (a, b) = (&self.members[i], &self.members[j]);
+        let mut out: Vec<String> = Vec::new();
+        if a.gpu != b.gpu {
+            out.push("gpu".into());
+        }
+        let keys: Vec<&String> = self.vary_keys.iter().filter(|k| a.path_values.get(*k) != b.path_values.get(*k)).collect();
+        let (ta, tb) = (names::parse(&a.kernel).template_args, names::parse(&b.kernel).template_args);
+        let arity = |t: &Option<Vec<String>>| t.as_ref().map(Vec::len);
+        let version = match self.kind {
+            SetKind::Versions => a.base() != b.base(),
+            SetKind::Kernel => (self.marks && a.file != b.file && self.file_values[i] != self.file_values[j]) || arity(&ta) != arity(&tb),
+        };
+        if version {
+            out.push("version".into());
+        }
+        if !version && keys.is_empty() {
+            if ta != tb {
+                out.push("template parameters".into());
+            }
+            let same_threads = close(a.threads(), b.threads(), thresholds().same_threads_pct);
+            if a.block_size != b.block_size || (a.grid_size != b.grid_size && same_threads) {
+                out.push("launch shape".into());
+            }
+            if !same_threads && a.threads().is_some() && b.threads().is_some() {
+                out.push("problem size".into());
+            }
+        }
+        out.extend(keys.into_iter().cloned());
+        if out.is_empty() && a.file != b.file {
+            out.push("run".into());
+        }
+        out
+    }
+}

@@ -1,0 +1,361 @@
+//! What a set shows, each finding computed from the members' metrics with its numbers and its
+//! denominator: the fastest member and the facts that set it apart, where the regime or the
+//! primary problem changes along the set, how time scales with the work (and the busiest unit's
+//! share of peak at each point), what each version step changed, and which pairs differ in one
+//! thing. Only those pairs estimate an effect; the others are listed as not used.
+
+use super::factors::View;
+use super::members::Member;
+use super::{thresholds, Change, KernelSet, MemberRef, Pair, SetFinding};
+use crate::rules::fmt_num;
+
+/// A duration as reports show it (the renderers' `dur`: 2 decimals in s, ms, us; whole ns).
+fn dur(ns: f64) -> String {
+    match ns {
+        ns if ns >= 1e9 => format!("{:.2} s", ns / 1e9),
+        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        ns if ns >= 1e3 => format!("{:.2} us", ns / 1e3),
+        ns => format!("{ns:.0} ns"),
+    }
+}
+
+/// The described set with everything it shows.
+pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> KernelSet {
+    let ms = view.members;
+    let (compared, left_out) = shared_facts(ms);
+    let per_thread = varies.iter().any(|v| v == "problem size");
+    let fastest = fastest(ms, per_thread);
+    let pairs = pairs(view);
+    let changes = changes(ms);
+    let mut out: Vec<SetFinding> = Vec::new();
+    let mut add = |kind: &str, text: String| out.push(SetFinding { kind: kind.into(), text });
+    if let Some(f) = &fastest {
+        add("fastest", fastest_text(ms, f, &compared, per_thread));
+    }
+    add("regime", regimes_text(ms));
+    for c in &changes {
+        add("change", format!("The {} changes from {} at {} to {} at {}.", c.what, c.before, c.from_value, c.after, c.at_value));
+    }
+    for line in scaling(ms, &pairs) {
+        add("scaling", line);
+    }
+    if varies.iter().any(|v| v == "version") {
+        for line in steps(ms, &pairs, &compared) {
+            add("step", line);
+        }
+        if let Some(last) = ms.last() {
+            add("left", left_text(last));
+        }
+    }
+    add("pairs", pairs_text(&pairs));
+    if !left_out.is_empty() {
+        add(
+            "metrics",
+            format!(
+            "Compared on the {} facts every member has; left out (missing in some member, e.g. another ncu version or section set): {}.",
+            compared.len(),
+            left_out.join(", ")
+        ),
+        );
+    }
+    let summary = summary(&name, ms, &varies, fastest.as_ref(), &changes);
+    KernelSet {
+        kind: view.kind,
+        name,
+        varies,
+        order,
+        members: ms.to_vec(),
+        fastest,
+        summary,
+        findings: out,
+        changes,
+        pairs,
+        compared_facts: compared,
+        left_out_facts: left_out,
+    }
+}
+
+fn short(m: &Member) -> String {
+    let file = m.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{file}:{}", m.base())
+}
+
+/// Facts present in every member, and those present in some only.
+fn shared_facts(ms: &[Member]) -> (Vec<String>, Vec<String>) {
+    let mut compared = Vec::new();
+    let mut left = Vec::new();
+    let mut keys: Vec<&String> = ms.iter().flat_map(|m| m.facts.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        if ms.iter().all(|m| m.facts.contains_key(k)) {
+            compared.push(k.clone());
+        } else {
+            left.push(k.clone());
+        }
+    }
+    (compared, left)
+}
+
+/// The fastest member by time (or by time per thread when the problem size varies).
+fn fastest(ms: &[Member], per_thread: bool) -> Option<MemberRef> {
+    let cost = |m: &Member| -> Option<f64> {
+        let d = m.duration_ns?;
+        if per_thread {
+            m.threads().filter(|t| *t > 0.0).map(|t| d / t)
+        } else {
+            Some(d)
+        }
+    };
+    let best = ms.iter().filter(|m| cost(m).is_some()).min_by(|a, b| cost(a).unwrap_or(0.0).total_cmp(&cost(b).unwrap_or(0.0)))?;
+    Some(MemberRef {
+        file: best.file.clone(),
+        kernel: best.kernel.clone(),
+        value: best.value.clone(),
+        duration_ns: best.duration_ns,
+        by: if per_thread { "time per thread".into() } else { "time".into() },
+    })
+}
+
+fn bound_of(m: &Member) -> String {
+    match (&m.bound_unit, m.bound_pct) {
+        (Some(u), Some(p)) => format!("{} ({u} at {}% of peak)", m.regime, fmt_num(p)),
+        _ => m.regime.clone(),
+    }
+}
+
+/// The facts (of `keys`, preferred order in `expert/sets.toml`) that differ most between two
+/// members, as "label a -> b unit", at most `n`.
+fn differing_facts(a: &Member, b: &Member, keys: &[String], n: usize) -> Vec<String> {
+    let mut scored: Vec<(f64, usize, String)> = Vec::new();
+    for (rank, key) in thresholds().compared_facts.iter().enumerate() {
+        if !keys.contains(key) {
+            continue;
+        }
+        let (Some(&x), Some(&y)) = (a.facts.get(key), b.facts.get(key)) else { continue };
+        if x <= 0.0 || y <= 0.0 || 100.0 * (x - y).abs() / x.max(y) < 5.0 {
+            continue;
+        }
+        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.clone(), String::new()));
+        let unit = if unit.is_empty() { String::new() } else { format!(" {unit}") };
+        scored.push(((x / y).ln().abs(), rank, format!("{} {} -> {}{unit}", label.to_lowercase(), fmt_num(x), fmt_num(y))));
+    }
+    scored.sort_by(|p, q| q.0.total_cmp(&p.0).then(p.1.cmp(&q.1)));
+    scored.into_iter().take(n).map(|s| s.2).collect()
+}
+
+fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[String], per_thread: bool) -> String {
+    // Time, or time per thread when the problem size varies (ns per thread, shown with 3 digits).
+    let cost = |m: &Member| -> f64 {
+        let d = m.duration_ns.unwrap_or(0.0);
+        if per_thread {
+            m.threads().filter(|t| *t > 0.0).map_or(0.0, |t| d / t)
+        } else {
+            d
+        }
+    };
+    let shown = |m: &Member| if per_thread { format!("{} ns per thread", fmt_num(cost(m))) } else { dur(cost(m)) };
+    let timed: Vec<&Member> = ms.iter().filter(|m| m.duration_ns.is_some() && (!per_thread || m.threads().is_some())).collect();
+    let best = timed.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value);
+    let slowest = timed.iter().max_by(|a, b| cost(a).total_cmp(&cost(b)));
+    let (Some(best), Some(slow)) = (best, slowest) else { return String::new() };
+    let (bc, sc) = (cost(best), cost(slow));
+    let mut text = format!(
+        "Fastest{} of {} timed members: {} ({}) at {}, {}x the speed of the slowest, {} at {}. It is {}",
+        if per_thread { " per thread" } else { "" },
+        timed.len(),
+        best.value,
+        short(best),
+        shown(best),
+        fmt_num(if bc > 0.0 { sc / bc } else { 0.0 }),
+        slow.value,
+        shown(slow),
+        bound_of(best)
+    );
+    text += &match &best.primary {
+        Some(p) => format!(", its primary problem {p}."),
+        None => ", with no problem found.".into(),
+    };
+    let diff = differing_facts(slow, best, compared, 3);
+    if !std::ptr::eq(*best, *slow) && !diff.is_empty() {
+        text += &format!(" Against the slowest: {}.", diff.join("; "));
+    }
+    text
+}
+
+fn regimes_text(ms: &[Member]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for m in ms {
+        match counts.iter_mut().find(|c| c.0 == m.regime) {
+            Some(c) => c.1 += 1,
+            None => counts.push((m.regime.clone(), 1)),
+        }
+    }
+    if counts.len() == 1 {
+        return format!("All {} members are {}.", ms.len(), counts[0].0);
+    }
+    let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    format!("Regimes over {} members: {}.", ms.len(), parts.join(", "))
+}
+
+/// Where the regime or the primary problem differs from the member before (in the set's order).
+fn changes(ms: &[Member]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for w in ms.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.regime != b.regime && a.regime != "unknown" && b.regime != "unknown" {
+            out.push(Change {
+                what: "regime".into(),
+                from_value: a.value.clone(),
+                at_value: b.value.clone(),
+                before: bound_of(a),
+                after: bound_of(b),
+            });
+        }
+        if a.primary != b.primary {
+            let name = |p: &Option<String>| p.clone().unwrap_or_else(|| "none".into());
+            out.push(Change {
+                what: "primary problem".into(),
+                from_value: a.value.clone(),
+                at_value: b.value.clone(),
+                before: name(&a.primary),
+                after: name(&b.primary),
+            });
+        }
+    }
+    out
+}
+
+/// Pairs of members: all of them up to `all_pairs_up_to` members, else neighbours in order.
+fn pairs(view: &View) -> Vec<Pair> {
+    let n = view.members.len();
+    let all = n <= thresholds().all_pairs_up_to;
+    let mut out = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if !all && j != i + 1 {
+                continue;
+            }
+            let differs = view.differences(i, j);
+            let (a, b) = (&view.members[i], &view.members[j]);
+            let time_ratio = a.duration_ns.zip(b.duration_ns).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
+            out.push(Pair { a: i + 1, b: j + 1, used: differs.len() == 1, differs, time_ratio });
+        }
+    }
+    out
+}
+
+fn pairs_text(pairs: &[Pair]) -> String {
+    let used = pairs.iter().filter(|p| p.used).count();
+    let text = format!("{used} of {} pairs differ in one thing and estimate its effect", pairs.len());
+    let refused: Vec<String> =
+        pairs.iter().filter(|p| !p.used).take(6).map(|p| format!("#{} and #{} differ in {}", p.a, p.b, p.differs.join(" and "))).collect();
+    if refused.is_empty() {
+        text + "."
+    } else {
+        let more = pairs.iter().filter(|p| !p.used).count().saturating_sub(refused.len());
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        format!("{text}; not used: {}{more}.", refused.join("; "))
+    }
+}
+
+/// How time scales with the work, from the one-factor pairs on the problem size (or a `--vary`
+/// key), neighbours in order; with the busiest unit's share of peak at both points.
+fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in pairs.iter().filter(|p| p.used && p.b == p.a + 1) {
+        let factor = &p.differs[0];
+        if matches!(factor.as_str(), "version" | "run" | "gpu" | "template parameters") {
+            continue;
+        }
+        let (a, b) = (&ms[p.a - 1], &ms[p.b - 1]);
+        let Some(t) = p.time_ratio else { continue };
+        let work = [
+            ("threads", a.work.threads, b.work.threads),
+            ("DRAM bytes", a.work.dram_bytes, b.work.dram_bytes),
+            ("warp instructions", a.work.warp_instructions, b.work.warp_instructions),
+        ];
+        let ratios: Vec<String> = work
+            .iter()
+            .filter_map(|(n, x, y)| x.zip(*y).filter(|(x, _)| *x > 0.0).map(|(x, y)| format!("{n} x{}", fmt_num(y / x))))
+            .collect();
+        let at = |m: &Member| match (&m.bound_unit, m.bound_pct) {
+            (Some(u), Some(pct)) => format!("{u} {}%", fmt_num(pct)),
+            _ => "no unit measured".into(),
+        };
+        out.push(format!(
+            "{} -> {} ({} only): time x{} ({} -> {}) for work {}; busiest unit {} -> {}.",
+            a.value,
+            b.value,
+            factor,
+            fmt_num(t),
+            dur(a.duration_ns.unwrap_or(0.0)),
+            dur(b.duration_ns.unwrap_or(0.0)),
+            if ratios.is_empty() { "not measured".to_string() } else { ratios.join(", ") },
+            at(a),
+            at(b)
+        ));
+    }
+    out
+}
+
+/// What each step of a version series changed in time and in the metrics (neighbours in order).
+fn steps(ms: &[Member], pairs: &[Pair], compared: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in 0..ms.len().saturating_sub(1) {
+        let (a, b) = (&ms[w], &ms[w + 1]);
+        let pair = pairs.iter().find(|p| p.a == w + 1 && p.b == w + 2);
+        if let Some(p) = pair.filter(|p| !p.used) {
+            out.push(format!("{} -> {}: not used, they differ in {}.", a.value, b.value, p.differs.join(" and ")));
+            continue;
+        }
+        let time = match (a.duration_ns, b.duration_ns) {
+            (Some(x), Some(y)) if x > 0.0 => {
+                format!("time {} -> {} ({}{}%)", dur(x), dur(y), if y >= x { "+" } else { "" }, fmt_num(100.0 * (y - x) / x))
+            }
+            _ => "time not measured".into(),
+        };
+        let noise =
+            a.duration_ns.zip(b.duration_ns).is_some_and(|(x, y)| x > 0.0 && 100.0 * (y - x).abs() / x < thresholds().time_noise_pct);
+        let time = if noise { format!("{time}, within noise ({}%)", fmt_num(thresholds().time_noise_pct)) } else { time };
+        let regime = if a.regime != b.regime { format!("; {} -> {}", a.regime, b.regime) } else { String::new() };
+        let diff = differing_facts(a, b, compared, 3);
+        let diff = if diff.is_empty() { String::new() } else { format!("; changed most: {}", diff.join("; ")) };
+        out.push(format!("{} -> {}: {time}{regime}{diff}.", a.value, b.value));
+    }
+    out
+}
+
+fn left_text(last: &Member) -> String {
+    match (&last.primary, last.primary_estimate_pct) {
+        (Some(p), Some(e)) => {
+            format!(
+                "What is left in the last version ({}): {}; primary problem {p}, a fix saves at most {}% of its time.",
+                last.value,
+                bound_of(last),
+                fmt_num(e)
+            )
+        }
+        (Some(p), None) => format!("What is left in the last version ({}): {}; primary problem {p}.", last.value, bound_of(last)),
+        (None, _) => format!("The last version ({}) has no problem the rules find; it is {}.", last.value, bound_of(last)),
+    }
+}
+
+fn summary(name: &str, ms: &[Member], varies: &[String], fastest: Option<&MemberRef>, changes: &[Change]) -> String {
+    let what = if varies.is_empty() { "nothing".to_string() } else { varies.join(" and ") };
+    let mut s = format!("`{name}`: {} members, varying {what}.", ms.len());
+    if let Some(f) = fastest {
+        s += &format!(
+            " Fastest{}: {} ({}).",
+            if f.by == "time" { "" } else { " per thread" },
+            f.value,
+            f.duration_ns.map(dur).unwrap_or_else(|| "?".into())
+        );
+    }
+    match changes.iter().find(|c| c.what == "regime") {
+        Some(c) => s += &format!(" The regime changes at {} ({} -> {}).", c.at_value, c.before, c.after),
+        None if ms.iter().all(|m| m.regime == ms[0].regime) => s += &format!(" Every member is {}.", ms[0].regime),
+        None => {}
+    }
+    s
+}

@@ -1,0 +1,271 @@
+//! Which members form a set, and which kernel of one side plays the role of a kernel of the other
+//! (a kernel renamed in a fix, for `keet compare`).
+//!
+//! - The same kernel: the same base name (template arguments and parameters aside), or the same
+//!   user key (`--set-key REGEX`, its first capture group or whole match on the kernel name).
+//! - Versions of one kernel under different names: the same name stem, and in one file the same
+//!   launch shape; across files, the only kernel of that stem in each file, with the same launch
+//!   shape, the same work (FLOPs) or the largest share of its file's time.
+
+use super::members::Member;
+use super::names;
+use super::thresholds;
+
+/// What holds a set together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SetKind {
+    /// One kernel (one base name or user key) across files, launch shapes or GPUs.
+    Kernel,
+    /// Successive versions of a kernel under different names sharing a name stem.
+    Versions,
+}
+
+/// The sets among `members`, as member indices: first every kernel set, then every version series.
+pub fn sets(members: &[Member], key: Option<&regex::Regex>) -> Vec<(SetKind, Vec<usize>)> {
+    let keys: Vec<String> = members.iter().map(|m| kernel_key(&m.kernel, key)).collect();
+    let mut out = Vec::new();
+    let mut seen: Vec<&String> = Vec::new();
+    for k in &keys {
+        if seen.contains(&k) {
+            continue;
+        }
+        seen.push(k);
+        let idx: Vec<usize> = (0..members.len()).filter(|&i| &keys[i] == k).collect();
+        if idx.len() >= 2 {
+            out.push((SetKind::Kernel, idx));
+        }
+    }
+    out.extend(version_series(members, &keys).into_iter().map(|v| (SetKind::Versions, v)));
+    out
+}
+
+/// The key that makes launches one kernel: the user key's capture, else the base name.
+pub fn kernel_key(name: &str, key: Option<&regex::Regex>) -> String {
+    if let Some(re) = key {
+        if let Some(c) = re.captures(name) {
+            let m = c.get(1).or_else(|| c.get(0)).map(|m| m.as_str()).unwrap_or_default();
+            return format!("key:{m}");
+        }
+    }
+    names::parse(name).base
+}
+
+fn same_shape(a: &Member, b: &Member) -> bool {
+    a.block_size.is_some() && a.block_size == b.block_size && a.grid_size == b.grid_size
+}
+
+/// Within `pct` percent of each other (both known and positive).
+pub fn close(a: Option<f64>, b: Option<f64>, pct: f64) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) if x > 0.0 && y > 0.0 => 100.0 * (x - y).abs() / x.max(y) <= pct,
+        _ => false,
+    }
+}
+
+fn same_work(a: &Member, b: &Member) -> bool {
+    close(a.work.flops, b.work.flops, thresholds().same_work_pct)
+}
+
+/// Connected groups of members with different kernel keys linked as versions (module docs).
+fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
+    let stems: Vec<String> = members.iter().map(|m| names::stem(&m.base())).collect();
+    let stem_count = |file: &std::path::Path, stem: &str| members.iter().zip(&stems).filter(|(m, s)| m.file == file && *s == stem).count();
+    let largest = |i: usize| {
+        let f = &members[i].file;
+        let top = members.iter().filter(|m| &m.file == f).filter_map(|m| m.file_share_pct).fold(0.0, f64::max);
+        members[i].file_share_pct.is_some_and(|s| s >= top)
+    };
+    let mut parent: Vec<usize> = (0..members.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for i in 0..members.len() {
+        for j in i + 1..members.len() {
+            let (a, b) = (&members[i], &members[j]);
+            if keys[i] == keys[j] || stems[i] != stems[j] || stems[i].len() < 3 {
+                continue;
+            }
+            let linked = if a.file == b.file {
+                same_shape(a, b)
+            } else {
+                stem_count(&a.file, &stems[i]) == 1
+                    && stem_count(&b.file, &stems[j]) == 1
+                    && (same_shape(a, b) || same_work(a, b) || (largest(i) && largest(j)))
+            };
+            if linked {
+                let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+                parent[ri] = rj;
+            }
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut roots: Vec<usize> = Vec::new();
+    for i in 0..members.len() {
+        let r = root(&mut parent, i);
+        match roots.iter().position(|&x| x == r) {
+            Some(p) => groups[p].push(i),
+            None => {
+                roots.push(r);
+                groups.push(vec![i]);
+            }
+        }
+    }
+    groups.retain(|g| g.len() >= 2);
+    groups
+}
+
+/// What `keet compare` knows of one unmatched kernel group when pairing by role.
+#[derive(Debug, Clone)]
+pub struct Role {
+    pub name: String,
+    pub block_size: Option<[u64; 3]>,
+    pub grid_size: Option<[u64; 3]>,
+    pub total_ns: f64,
+    pub flops: Option<f64>,
+}
+
+/// Pairs unmatched kernels of two sides by role, most time first. A pair needs two of: the same
+/// name stem, the same launch shape (or the same number of threads), the same work (FLOPs), each
+/// the largest of its side's unmatched kernels. Returns `(before, after, reason)`.
+pub fn pair_by_role(before: &[Role], after: &[Role]) -> Vec<(usize, usize, String)> {
+    let largest = |side: &[Role], i: usize| side.iter().all(|r| r.total_ns <= side[i].total_ns);
+    let mut order: Vec<usize> = (0..before.len()).collect();
+    order.sort_by(|&x, &y| before[y].total_ns.total_cmp(&before[x].total_ns));
+    let mut used = vec![false; after.len()];
+    let mut out = Vec::new();
+    for i in order {
+        let b = &before[i];
+        let mut best: Option<(usize, Vec<String>)> = None;
+        for (j, a) in after.iter().enumerate() {
+            if used[j] {
+                continue;
+            }
+            let reasons = role_reasons(b, a, largest(before, i) && largest(after, j));
+            if reasons.len() >= 2 && best.as_ref().is_none_or(|(_, r)| reasons.len() > r.len()) {
+                best = Some((j, reasons));
+            }
+        }
+        if let Some((j, reasons)) = best {
+            used[j] = true;
+            out.push((i, j, reasons.join(", ")));
+        }
+    }
+    out
+}
+
+fn role_reasons(b: &Role, a: &Role, both_largest: bool) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let (sb, sa) = (names::stem(&names::parse(&b.name).base), names::stem(&names::parse(&a.name).base));
+    if sb == sa && sb.len() >= 3 {
+        reasons.push(format!("the same name stem `{sb}`"));
+    }
+    let threads = |r: &Role| r.grid_size.zip(r.block_size).map(|(g, k)| (g.iter().product::<u64>() * k.iter().product::<u64>()) as f64);
+    if b.block_size.is_some() && b.block_size == a.block_size && b.grid_size == a.grid_size {
+        reasons.push("the same launch shape".into());
+    } else if close(threads(b), threads(a), 0.0) {
+        reasons.push(format!("the same number of threads ({})", crate::rules::fmt_num(threads(b).unwrap_or(0.0))));
+    }
+    if close(b.flops, a.flops, thresholds().same_work_pct) {
+        reasons.push(format!("the same work ({} FLOPs)", crate::rules::fmt_num(b.flops.unwrap_or(0.0))));
+    }
+    if both_largest {
+        reasons.push("the most time of the unmatched kernels on each side".into());
+    }
+    reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A synthetic member: file, kernel name, block, grid, share of its file.
+    pub(crate) fn member(file: &str, kernel: &str, block: u64, grid: u64, share: f64) -> Member {
+        Member {
+            file: PathBuf::from(file),
+            kernel: kernel.into(),
+            launch: 0,
+            launches: 1,
+            value: String::new(),
+            gpu: Some("GPU A".into()),
+            block_size: Some([block, 1, 1]),
+            grid_size: Some([grid, 1, 1]),
+            duration_ns: Some(1000.0),
+            regime: "latency-bound".into(),
+            bound_unit: Some("SM".into()),
+            bound_pct: Some(30.0),
+            primary: None,
+            primary_estimate_pct: None,
+            work: super::super::members::Work { threads: Some((block * grid) as f64), ..Default::default() },
+            file_share_pct: Some(share),
+            path_values: Default::default(),
+            facts: Default::default(),
+            labels: Default::default(),
+        }
+    }
+
+    #[test]
+    fn same_kernel_up_to_template_arguments_and_parameters() {
+        let m = vec![
+            member("a.ncu-rep", "void gemm<(int)128, 8>(float *)", 256, 64, 70.0),
+            member("b.ncu-rep", "void gemm<(int)128, 8, (bool)0>(float *, int)", 256, 64, 70.0),
+            member("b.ncu-rep", "void other<1>(float *)", 256, 64, 30.0),
+        ];
+        let s = sets(&m, None);
+        assert_eq!(s, vec![(SetKind::Kernel, vec![0, 1])]);
+        // A user key groups names the base name would keep apart.
+        let re = regex::Regex::new(r"^void (\w+)<").unwrap();
+        let renamed = vec![member("a", "void k_fast<1>()", 32, 1, 50.0), member("b", "void k_fast<2>()", 32, 1, 50.0)];
+        assert_eq!(sets(&renamed, Some(&re)).len(), 1);
+    }
+
+    #[test]
+    fn versions_in_one_file_need_the_same_launch_shape() {
+        let m = vec![
+            member("t.ncu-rep", "transposeMatrix(float *)", 1024, 32, 25.0),
+            member("t.ncu-rep", "transposeMatrixOptimized(float *)", 1024, 32, 25.0),
+            member("t.ncu-rep", "transposeMatrixAdvanced(float *)", 1024, 32, 25.0),
+            member("t.ncu-rep", "transposeTiny(float *)", 64, 1, 5.0),
+            member("t.ncu-rep", "copyRow(float *)", 1024, 32, 20.0),
+        ];
+        assert_eq!(sets(&m, None), vec![(SetKind::Versions, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn versions_across_files_by_role() {
+        let m = vec![
+            member("naive.ncu-rep", "sgemm_naive(int)", 1024, 4096, 100.0),
+            member("coalescing.ncu-rep", "sgemm_global_memory_coalescing(int)", 1024, 4096, 100.0),
+            member("tiled.ncu-rep", "sgemm_2d_blocktiling(int)", 64, 1024, 90.0),
+            member("tiled.ncu-rep", "warmup(int)", 64, 1, 10.0),
+        ];
+        assert_eq!(sets(&m, None), vec![(SetKind::Versions, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn renamed_kernels_pair_by_role_with_reasons() {
+        let role = |name: &str, block: u64, grid: u64, ns: f64, flops: Option<f64>| Role {
+            name: name.into(),
+            block_size: Some([block, 1, 1]),
+            grid_size: Some([grid, 1, 1]),
+            total_ns: ns,
+            flops,
+        };
+        let before = vec![role("sgemm_naive(int)", 1024, 4096, 5e7, Some(1.7e10)), role("fill(int)", 32, 1, 1e3, None)];
+        let after = vec![role("copy(int)", 32, 1, 1e3, None), role("sgemm_coalesced(int)", 256, 16384, 2e7, Some(1.7e10))];
+        let pairs = pair_by_role(&before, &after);
+        // fill -> copy share the launch shape only (neither is its side's largest): not paired.
+        assert_eq!(pairs.len(), 1, "{pairs:?}");
+        assert_eq!((pairs[0].0, pairs[0].1), (0, 1));
+        assert!(pairs[0].2.contains("name stem `sgemm`") && pairs[0].2.contains("same work"), "{}", pairs[0].2);
+        // Nothing in common: no pair.
+        let lone = vec![role("alpha(int)", 32, 1, 1.0, None)];
+        let other = vec![role("omega(int)", 64, 9, 1.0, None), role("big(int)", 8, 8, 9.0, None)];
+        assert!(pair_by_role(&lone, &other).is_empty());
+    }
+}
