@@ -23,6 +23,7 @@ pub mod merge;
 pub use keet_profile as profile;
 pub mod prose;
 pub mod render;
+pub mod report;
 pub mod rules;
 pub mod sense;
 pub mod sets;

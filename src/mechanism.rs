@@ -74,6 +74,20 @@ struct Table {
     hubs: Vec<String>,
     role: Vec<Role>,
     copulas: Vec<String>,
+    /// Causes that can never lead to an effect (the inverse of a link): "different banks" never
+    /// causes bank conflicts.
+    #[serde(default)]
+    contradiction: Vec<Contradiction>,
+}
+
+/// A cause that works against an effect, and why.
+#[derive(Debug, Deserialize)]
+struct Contradiction {
+    cause: String,
+    effect: String,
+    why: String,
+    #[allow(dead_code)]
+    source: String,
 }
 
 /// A phrase of the table as words, and what it names.
@@ -230,7 +244,34 @@ fn joined(text: &str) -> Vec<Joined> {
 /// reason for the re-ask ("a grid with 32 blocks, which means it has 132 SMs available").
 pub fn non_sequiturs(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    // "Spreads a column over 32 banks, which removes the conflicts": a sentence that undoes the
+    // effect gives the contradiction's cause as a fix, rightly.
+    const UNDOING: &[&str] = &[
+        "remove",
+        "removes",
+        "removing",
+        "avoid",
+        "avoids",
+        "reduce",
+        "reduces",
+        "eliminate",
+        "eliminates",
+        "prevent",
+        "prevents",
+        "fewer",
+        "without",
+        "no",
+    ];
+    let undoes = words(text).iter().any(|w| UNDOING.contains(&w.as_str()));
     for j in joined(text) {
+        for c in loaded().table.contradiction.iter().filter(|c| !undoes && j.cause.contains(&c.cause) && j.effect.contains(&c.effect)) {
+            out.push(format!(
+                "it makes {} a cause of {}, but it works against it: {}",
+                c.cause.replace('_', " "),
+                c.effect.replace('_', " "),
+                c.why
+            ));
+        }
         if !j.holds() {
             out.push(format!(
                 "it makes {} a cause of {}, but it is not (say what causes what in this kernel)",
@@ -501,8 +542,16 @@ mod tests {
 
     /// The default model's sentences quoted in issue 36, and cases never seen.
     #[test]
-    fn a_column_access_may_cause_bank_conflicts() {
+    fn a_column_access_may_cause_bank_conflicts_but_different_banks_never_do() {
         assert!(non_sequiturs("This causes bank conflicts because the threads of a warp read one column of the tile.").is_empty());
+        // The default model on a padded-tile edit (issue 37): the picture is inverted.
+        let wrong = non_sequiturs(
+            "This causes bank conflicts because each thread reads a different column of the tile, which touches 32 different banks.",
+        );
+        assert!(wrong.iter().any(|r| r.contains("works against it")), "{wrong:?}");
+        assert!(non_sequiturs("Padding the tile spreads a column over 32 different banks, which removes the conflicts.")
+            .iter()
+            .all(|r| !r.contains("works against")));
     }
 
     #[test]

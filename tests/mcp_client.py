@@ -72,6 +72,10 @@ async def main(keet, work, corpus):
                 out["what_to_collect"] = await call(
                     session, "what_to_collect", {"path": os.path.join(corpus, "rtx4090-lashi", "reduceInteger.csv"), "kernel": "reduceNeighbored(", "application": "./reduceInteger"}
                 )
+                # edit: a kernel the profile does not have is refused before any model loads.
+                out["edit_no_match"] = await call(
+                    session, "edit", {"path": os.path.join(corpus, "rtx4090-lashi", "smemSquare.ncu-rep"), "kernel": "no_kernel_has_this_name"}
+                )
                 out["history"] = await call(session, "history", {"limit": 5})
                 ids = [a["id"] for a in (out["history"].get("structured") or {}).get("analyses", [])]
                 out["show"] = await call(session, "show", {"id": ids[0]}) if ids else None

@@ -103,7 +103,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
 
 /// The sets among the report's profiles (a file that could not be read is in the report's errors
 /// already: its sets go on without it; one cut off mid-write gives its complete launches).
-fn find_sets(report: &explain::report::ExplainReport, opts: &crate::sets::SetOptions) -> Vec<crate::sets::KernelSet> {
+pub(crate) fn find_sets(report: &explain::report::ExplainReport, opts: &crate::sets::SetOptions) -> Vec<crate::sets::KernelSet> {
     let Some(batch) = &report.batch else { return vec![] };
     let files: Vec<PathBuf> =
         batch.files.iter().enumerate().filter(|(i, _)| !batch.source_pages.contains(&(*i as u32))).map(|(_, f)| f.clone()).collect();

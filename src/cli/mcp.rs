@@ -51,7 +51,7 @@ pub struct McpArgs {
 const INSTRUCTIONS: &str = "keet explains NVIDIA Nsight Compute profiles (.ncu-rep files, ncu CSV exports, or folders of them) \
 offline: the regime of each kernel that takes the time, the cause with the largest share, bounded estimates, and what to change. \
 Start with `explain` (no_llm=true answers in milliseconds with the rule layer's validated report); use `inspect` for one \
-kernel's facts and raw metrics, `compare` for before/after profiles of a change, `what_to_collect` for the ncu command \
+kernel's facts and raw metrics, `edit` for one checked change to a kernel's source, `compare` for before/after profiles of a change, `what_to_collect` for the ncu command \
 that collects what a profile lacks, `history`/`show` for past analyses. Paths are on the machine running keet.";
 
 /// Launches listed by one `inspect` call at most (the rest are counted; narrow with `kernel`).
@@ -80,6 +80,23 @@ pub struct ExplainParams {
     /// The rule layer's report alone, no model: answers in milliseconds (default false).
     #[serde(default)]
     pub no_llm: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EditParams {
+    /// One profile: a `.ncu-rep` file or an ncu CSV export.
+    pub path: String,
+    /// The kernel: text its (demangled) name contains, case-insensitive. Default: the kernel that
+    /// takes the most time.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// The kernel's source: a file or a folder. Default: the sources the report embeds
+    /// (`ncu --import-source yes`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Model to write the edit (default: the server's `--model`, then KEET_MODEL, then the installed default).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -323,6 +340,49 @@ impl KeetServer {
             };
             let structured = serde_json::to_value(&report).unwrap_or(Value::Null);
             answer(format!("{errors}{text}"), structured, !report.errors.is_empty())
+        })
+        .await
+    }
+
+    /// One checked code edit for a kernel's first finding that can be fixed in its code.
+    #[tool(
+        name = "edit",
+        description = "Propose one checked edit of a kernel's source for the first problem of its profile that can be fixed in code. keet finds the kernel's definition (in the sources the report embeds, `ncu --import-source yes`, or in `source`), a local model writes the edit and ties the problem to the construct that causes it, and keet checks the edit before it is returned: the lines exist in the kernel (or its launch site for a launch-shape fix), the file still parses, it uses only names that exist or that it declares, keeps the kernel's inputs, and it is the kind of change that fixes that problem. Text: the explanation and a unified diff, or why no edit is given. Structured content: {kernel, code} with before/after lines, the kinds of change and the checks (schema keet.explain/2, `code_section`). Tens of seconds to minutes on CPU.",
+        annotations(title = "Propose a checked code edit", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn edit(&self, Parameters(p): Parameters<EditParams>) -> Result<CallToolResult, ErrorData> {
+        let path = checked_path(&p.path)?;
+        let source = p.source.as_deref().map(checked_path).transpose()?;
+        let base = ExplainOptions {
+            coverage_pct: 100.0,
+            top: 10_000,
+            no_llm: true,
+            engine: self.engine(p.model),
+            cache: self.cache_path(),
+            source_files: source.into_iter().collect(),
+            summary: false,
+            ..ExplainOptions::default()
+        };
+        let filter = p.kernel.map(|k| k.to_lowercase());
+        blocking(move || {
+            let inputs = vec![path];
+            let rules = match explain::explain(&inputs, &base) {
+                Ok((r, _)) => r,
+                Err(e) => return tool_error(format!("{:#}", anyhow::Error::from(e))),
+            };
+            let wanted = rules.kernels.iter().find(|k| filter.as_deref().is_none_or(|f| k.kernel.name.to_lowercase().contains(f)));
+            let Some(rank) = wanted.map(|k| k.rank) else {
+                let names: Vec<&str> = rules.kernels.iter().map(|k| k.kernel.name.as_str()).take(20).collect();
+                return tool_error(format!("no kernel matches {:?}; kernels: {}", filter.unwrap_or_default(), names.join(", ")));
+            };
+            let opts = ExplainOptions { no_llm: false, model_ranks: Some(vec![rank]), ..base };
+            let report = match explain::explain(&inputs, &opts) {
+                Ok((r, _)) => r,
+                Err(e) => return tool_error(format!("{:#}", anyhow::Error::from(e))),
+            };
+            let Some(k) = report.kernels.iter().find(|k| k.rank == rank) else { return tool_error("the kernel was not explained") };
+            let text = edit_text(&k.kernel.name, k.code.as_ref());
+            answer(text, json!({ "kernel": k.kernel.name, "code": k.code }), false)
         })
         .await
     }
@@ -615,6 +675,27 @@ impl KeetServer {
     }
 }
 
+/// The `edit` tool's text: the edit with its explanation and diff, or why there is none.
+fn edit_text(kernel: &str, code: Option<&explain::report::CodeSection>) -> String {
+    let Some(code) = code else { return format!("`{kernel}`: keet did not look for its code.\n") };
+    let mut out = match &code.kernel {
+        Some(k) => format!("`{kernel}`: {}:{}-{}, `{}`\n", k.path, k.start_line, k.end_line, k.name),
+        None => format!("`{kernel}`: code not found: {}\n", code.missing.as_deref().unwrap_or("?")),
+    };
+    match (&code.edit, &code.no_edit) {
+        (Some(e), _) => out.push_str(&format!(
+            "\nEdit for {} ({}): {}\n\n```diff\n{}```\n",
+            e.category.as_str(),
+            e.kinds.join(", "),
+            e.explanation,
+            e.unified_diff
+        )),
+        (None, Some(why)) => out.push_str(&format!("\nNo edit: {why}\n")),
+        (None, None) => {}
+    }
+    out
+}
+
 /// The arguments of a call to `tool`, checked against the tool's parameter type before it runs:
 /// an unknown tool or arguments that do not fit (a wrong type, a missing field) are a protocol
 /// error (invalid params) naming the tool. (rmcp itself reports arguments that do not fit as a
@@ -628,13 +709,14 @@ fn check_arguments(tool: &str, arguments: Option<&rmcp::model::JsonObject>) -> R
     let args = Value::Object(arguments.cloned().unwrap_or_default());
     match tool {
         "explain" => fits::<ExplainParams>(tool, args),
+        "edit" => fits::<EditParams>(tool, args),
         "inspect" => fits::<InspectParams>(tool, args),
         "compare" => fits::<CompareParams>(tool, args),
         "history" => fits::<HistoryParams>(tool, args),
         "show" => fits::<ShowParams>(tool, args),
         "what_to_collect" => fits::<WhatToCollectParams>(tool, args),
         _ => Err(ErrorData::invalid_params(
-            format!("unknown tool {tool:?}; keet's tools: explain, inspect, compare, history, show, what_to_collect"),
+            format!("unknown tool {tool:?}; keet's tools: explain, edit, inspect, compare, history, show, what_to_collect"),
             None,
         )),
     }
@@ -679,7 +761,7 @@ mod tests {
     #[test]
     fn every_routed_tool_has_its_arguments_checked() {
         let tools = KeetServer::tool_router().list_all();
-        assert_eq!(tools.len(), 6);
+        assert_eq!(tools.len(), 7);
         for t in &tools {
             // An empty call is either accepted or refused for its fields, never as an unknown tool.
             if let Err(e) = check_arguments(&t.name, None) {

@@ -5,13 +5,18 @@
 //! that fix the finding's category (`expert/edits.toml`). A refused edit is re-asked once with the
 //! reasons; then no edit is shown and the report says why.
 
-use super::report::{CodeEdit, CodeOrigin, CodeSection, EditCheck, KernelCodeRef, RefusedEdit, ShownFinding, SourceLine};
+//!
+//! It imports none of the explain stage's siblings (their report, prompt and validator modules):
+//! the caller passes the finding, the hot lines, the cause-and-effect lines and the check of the
+//! explanation's sense, so this module stays out of the stage's import circle.
+
 use super::ExplainError;
+use crate::grounding::Grounding;
 use crate::llm::engine::{Engine, GenerateOptions};
 use crate::llm::template::ChatMessage;
 use crate::profile::SourceFile;
+use crate::report::code::{CodeEdit, CodeOrigin, CodeSection, EditCheck, KernelCodeRef, RefusedEdit};
 use crate::rules::Category;
-use crate::validate::Context;
 use keet_code::{CodeFile, EditKind, KernelCode};
 use minijinja::Environment;
 use serde::Deserialize;
@@ -110,12 +115,29 @@ pub fn locate(name: &str, embedded: &[SourceFile], user: &[CodeFile]) -> Result<
     Err(why.join("; "))
 }
 
-/// The finding the edit is for: the first whose fix can be made in the kernel's own code (a kind
-/// of change other than the launch's grid or block shape, which usually follow from the problem
-/// size the user chose), else the first. The findings come most important first.
-pub fn edit_target(findings: &[ShownFinding]) -> Option<&ShownFinding> {
-    let in_code = |f: &&ShownFinding| rules_for(f.finding.category).iter().any(|r| !r.kind.is_launch_shape());
-    findings.iter().find(in_code).or(findings.first())
+/// Which finding the edit is for, by its position in `categories` (most important first): the
+/// first whose fix can be made in the kernel's own code (a kind of change other than the launch's
+/// grid or block shape, which usually follow from the problem size the user chose), else the first.
+pub fn edit_target(categories: &[Category]) -> Option<usize> {
+    let in_code = |c: &Category| rules_for(*c).iter().any(|r| !r.kind.is_launch_shape());
+    categories.iter().position(in_code).or(if categories.is_empty() { None } else { Some(0) })
+}
+
+/// The finding an edit is asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct EditTarget<'a> {
+    pub category: Category,
+    pub claim: &'a str,
+    pub explanation: &'a str,
+}
+
+/// A source line the profile marks hot: its place and its share of the profile's counter.
+#[derive(Debug, Clone)]
+pub struct HotLine {
+    pub file: Option<String>,
+    pub line: Option<u64>,
+    pub share_pct: f64,
+    pub counter: String,
 }
 
 /// sha256 of the located kernel's text (part of the cache key).
@@ -123,21 +145,18 @@ pub fn code_sha256(located: Option<&Located>) -> String {
     located.map(|l| crate::cache::sha256_hex(format!("{}\0{}", l.kernel.path, l.kernel.text).as_bytes())).unwrap_or_default()
 }
 
-/// The code section of a kernel explained without a model: where its code is, or why not.
-pub fn section_without_model(found: &Result<Located, String>) -> CodeSection {
+/// The code section of a kernel the model was not asked to edit: where its code is (and `why` no
+/// edit), or why the code was not found.
+pub fn section_without_edit(found: &Result<Located, String>, why: &str) -> CodeSection {
     match found {
-        Ok(located) => CodeSection {
-            kernel: Some(located.reference()),
-            no_edit: Some("no model: keet proposes edits with a model".into()),
-            ..Default::default()
-        },
+        Ok(located) => CodeSection { kernel: Some(located.reference()), no_edit: Some(why.to_string()), ..Default::default() },
         Err(why) => CodeSection { missing: Some(why.clone()), ..Default::default() },
     }
 }
 
 /// The kernel's lines as the model sees them: numbered, the hot lines marked with their share of
 /// the profile's counter. Returns the text and the lines an edit may replace (trimmed, distinct).
-pub fn numbered_code(kernel: &KernelCode, hot: &[SourceLine]) -> (String, Vec<String>) {
+pub fn numbered_code(kernel: &KernelCode, hot: &[HotLine]) -> (String, Vec<String>) {
     let lines: Vec<&str> = kernel.text.lines().collect();
     let heat = |line_no: usize| {
         hot.iter().find(|h| h.line == Some(line_no as u64) && h.file.as_deref().is_none_or(|f| same_file(f, &kernel.path)))
@@ -345,7 +364,7 @@ const KEYWORDS: &[&str] = &[
 
 /// The question's words: the finding, the kinds of change allowed, the numbered code.
 fn question(
-    finding: &ShownFinding,
+    finding: &EditTarget<'_>,
     located: &Located,
     rules: &[EditRule],
     code: &str,
@@ -353,7 +372,13 @@ fn question(
 ) -> Result<String, minijinja::Error> {
     let kernel = &located.kernel;
     let sites: Vec<Value> = launch_lines(located).into_iter().map(|(line, text)| json!({"line": line, "text": text})).collect();
-    let kinds: Vec<Value> = rules.iter().map(|r| json!({"kind": r.kind.to_string(), "why": r.why, "example": r.example})).collect();
+    let allowed: Vec<EditKind> = rules.iter().map(|r| r.kind).collect();
+    let candidates = candidate_edits(kernel, &allowed);
+    // A generic example beside a candidate for this code is copied instead of the candidate.
+    let kinds: Vec<Value> = rules
+        .iter()
+        .map(|r| json!({"kind": r.kind.to_string(), "why": r.why, "example": if candidates.is_empty() { r.example.clone() } else { None }}))
+        .collect();
     env().render_str(
         EDIT,
         json!({
@@ -362,14 +387,14 @@ fn question(
             "start": kernel.start_line,
             "end": kernel.end_line,
             "language": if matches!(kernel.language, keet_code::Language::Python) { "python" } else { "cuda" },
-            "category": finding.finding.category.as_str(),
-            "claim": finding.finding.claim,
-            "explanation": finding.finding.explanation,
+            "category": finding.category.as_str(),
+            "claim": finding.claim,
+            "explanation": finding.explanation,
             "links": links,
             "code": code,
             "launch_sites": sites,
             "defines": used_defines(located),
-            "candidates": candidate_edits(kernel, &rules.iter().map(|r| r.kind).collect::<Vec<_>>())
+            "candidates": candidates
                 .into_iter()
                 .map(|(before, after)| json!({"before": before, "after": after}))
                 .collect::<Vec<_>>(),
@@ -418,11 +443,16 @@ struct EditAnswer {
 
 /// What the ask needs besides the engine.
 pub struct EditQuestion<'a> {
-    pub ctx: &'a Context<'a>,
-    pub grounding: &'a crate::grounding::Grounding,
-    pub finding: &'a ShownFinding,
+    pub finding: EditTarget<'a>,
+    /// The kernel's grounding (the code's names and numbers are added here).
+    pub grounding: &'a Grounding,
+    /// The kernel's cause-and-effect lines for the finding, as the finding's prompt showed them.
+    pub links: Vec<String>,
+    /// The sense of an explanation sentence against the profile (validator and prose gate), given
+    /// the grounding it was written under: the reasons it fails.
+    pub check_sense: &'a dyn Fn(&str, &Grounding) -> Vec<String>,
     pub located: &'a Located,
-    pub hot: &'a [SourceLine],
+    pub hot: &'a [HotLine],
     pub reasks: usize,
     pub decoding: GenerateOptions,
 }
@@ -438,7 +468,6 @@ struct Prepared {
 }
 
 fn prepare(q: &EditQuestion<'_>, rules: &[EditRule]) -> Result<Prepared, ExplainError> {
-    let category = q.finding.finding.category;
     let (code, mut before_options) = numbered_code(&q.located.kernel, q.hot);
     if rules.iter().any(|r| r.kind.is_launch_shape()) {
         for (_, text) in launch_lines(q.located) {
@@ -463,11 +492,11 @@ fn prepare(q: &EditQuestion<'_>, rules: &[EditRule]) -> Result<Prepared, Explain
     // that copies them here attaches them to the wrong quantity.
     grounding.numbers = code_literals(&code_text(q.located));
     let shape = crate::grounding::TextShape { sentences: 1..=2, words: 6..=32, openings: vec![] };
-    let schema = edit_schema(&identifiers, &before_options, super::schema::grounded_text_shaped(&shape, &grounding));
-    let links = super::prompt::cause_and_effect(q.ctx, q.grounding, category);
+    let explanation = json!({ "type": "string", "pattern": grounding.text_pattern(&shape) });
+    let schema = edit_schema(&identifiers, &before_options, explanation);
     let messages = vec![
         ChatMessage::system(env().render_str(EDIT_SYSTEM, json!({}))?),
-        ChatMessage::user(question(q.finding, q.located, rules, &code, &links)?),
+        ChatMessage::user(question(&q.finding, q.located, rules, &code, &q.links)?),
     ];
     let trace = std::env::var_os("KEET_TRACE").is_some();
     if trace {
@@ -521,7 +550,7 @@ fn attempt(
 /// seeded sampling: greedy decoding would give the same edit again) with the reasons. The section
 /// says which edit passed, or why none is shown.
 pub fn propose_edit(engine: &mut Engine, q: EditQuestion<'_>) -> Result<CodeSection, ExplainError> {
-    let category = q.finding.finding.category;
+    let category = q.finding.category;
     let mut section = CodeSection { kernel: Some(q.located.reference()), ..Default::default() };
     let rules = rules_for(category);
     if rules.is_empty() {
@@ -529,7 +558,9 @@ pub fn propose_edit(engine: &mut Engine, q: EditQuestion<'_>) -> Result<CodeSect
         return Ok(section);
     }
     let prepared = prepare(&q, rules)?;
-    let greedy = GenerateOptions { max_tokens: 700, ..q.decoding.clone() };
+    // No repeat penalty: code repeats its tokens on purpose, and a penalised `__` turned
+    // `__shared__` into `_shared__` in the corpus run.
+    let greedy = GenerateOptions { max_tokens: 700, repeat_penalty: 1.0, ..q.decoding.clone() };
     let sampled = GenerateOptions { temperature: 0.7, top_p: 0.9, seed: 11, ..greedy.clone() };
     let mut messages = prepared.messages.clone();
     let mut last = String::from("no answer");
@@ -577,22 +608,15 @@ pub fn propose_edit(engine: &mut Engine, q: EditQuestion<'_>) -> Result<CodeSect
 /// Every reason the answer fails: its explanation (sense, numbers, naming the code) and its edit.
 fn check_answer(
     q: &EditQuestion<'_>,
-    grounding: &crate::grounding::Grounding,
+    grounding: &Grounding,
     allowed: &[EditKind],
     answer: &EditAnswer,
     checked: &mut Option<keet_code::CheckedEdit>,
 ) -> Vec<String> {
-    let category = q.finding.finding.category;
     // The profile's checks read the sentence with the code's numbers set aside: those are checked
     // against the code, where they occur.
     let profile_text = without_code_numbers(&answer.explanation, &code_literals(&code_text(q.located)));
-    let mut reasons = crate::validate::sentence_errors(q.ctx, grounding, category, "explanation", &profile_text);
-    let gate = crate::prose::gate();
-    for r in gate.check_field_with(q.ctx, category, crate::prose::Field::Explanation, &profile_text, &[], &grounding.fact_words) {
-        if !reasons.contains(&r) {
-            reasons.push(r);
-        }
-    }
+    let mut reasons = (q.check_sense)(&profile_text, grounding);
     let before_names = code_identifiers_in(&answer.before);
     if !names_code(&answer.explanation, &answer.construct) && !before_names.iter().any(|n| names_code(&answer.explanation, n)) {
         reasons.push(format!("the explanation must name the construct `{}` in the code that causes the problem", answer.construct));
@@ -617,7 +641,7 @@ fn code_text(located: &Located) -> String {
 pub fn code_literals(code: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for token in code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        let digits = token.trim_end_matches(|c: char| matches!(c, 'u' | 'U' | 'l' | 'L' | 'f' | 'F'));
+        let digits = token.trim_end_matches(['u', 'U', 'l', 'L', 'f', 'F']);
         if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) && !out.iter().any(|o| o == digits) {
             out.push(digits.to_string());
         }

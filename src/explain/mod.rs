@@ -358,7 +358,14 @@ pub fn explain_table(
         };
         let mut found = found;
         if found.code.is_none() {
-            found.code = located.as_ref().map(code::section_without_model);
+            let why = if la.findings.is_empty() {
+                "the rule layer found no problem to fix"
+            } else if model_sha.is_none() {
+                "no model (--no-llm): keet proposes edits with a model"
+            } else {
+                "the model was not asked about this kernel"
+            };
+            found.code = located.as_ref().map(|l| code::section_without_edit(l, why));
         }
         if stats.first_finding_s.is_none() {
             stats.first_finding_s = Some(t0.elapsed().as_secs_f64());
@@ -1183,20 +1190,38 @@ struct ForEdit<'a> {
     located: &'a code::Located,
 }
 
-/// Asks for the one checked edit of the kernel's primary finding (the first shown).
+/// Asks for the one checked edit of the first shown finding that can be fixed in the kernel's code.
 fn ask_for_edit(engine: &mut Engine, k: ForEdit<'_>, opts: &ExplainOptions, stats: &mut RunStats) -> Result<CodeSection, ExplainError> {
-    let Some(primary) = code::edit_target(&k.found.findings) else {
+    let categories: Vec<rules::Category> = k.found.findings.iter().map(|f| f.finding.category).collect();
+    let Some(shown) = code::edit_target(&categories).map(|i| &k.found.findings[i]) else {
         return Ok(CodeSection { kernel: Some(k.located.reference()), no_edit: Some("no finding to fix".into()), ..Default::default() });
     };
+    let category = shown.finding.category;
     let ctx = Context { launch: k.launch, facts: &k.la.facts, rules: &k.la.findings };
     let facts = prompt::kernel_facts(&ctx, k.la, k.group, k.lines);
+    // The explanation's sense against the profile: the validator's checks and the prose gate's.
+    let check_sense = |text: &str, grounding: &crate::grounding::Grounding| {
+        let mut reasons = validate::sentence_errors(&ctx, grounding, category, "explanation", text);
+        for r in crate::prose::gate().check_field_with(&ctx, category, Field::Explanation, text, &[], &grounding.fact_words) {
+            if !reasons.contains(&r) {
+                reasons.push(r);
+            }
+        }
+        reasons
+    };
+    let hot: Vec<code::HotLine> = k
+        .lines
+        .iter()
+        .map(|l| code::HotLine { file: l.file.clone(), line: l.line, share_pct: l.share_pct, counter: l.counter.clone() })
+        .collect();
     let started = Instant::now();
     let question = code::EditQuestion {
-        ctx: &ctx,
+        finding: code::EditTarget { category, claim: &shown.finding.claim, explanation: &shown.finding.explanation },
         grounding: &facts.grounding,
-        finding: primary,
+        links: prompt::cause_and_effect(&ctx, &facts.grounding, category),
+        check_sense: &check_sense,
         located: k.located,
-        hot: k.lines,
+        hot: &hot,
         reasks: opts.repair_attempts,
         decoding: decoding(),
     };

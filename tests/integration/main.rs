@@ -9,6 +9,7 @@ mod bench_llm;
 mod cache_concurrency;
 mod cache_merge_kill;
 mod cache_show;
+mod code_edit;
 mod compare_cli;
 mod context_format;
 mod corpus_labels;

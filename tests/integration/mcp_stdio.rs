@@ -100,7 +100,7 @@ fn real_mcp_client_over_stdio() {
     let tools = r["tools"].as_object().unwrap();
     let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
     names.sort();
-    assert_eq!(names, ["compare", "explain", "history", "inspect", "show", "what_to_collect"]);
+    assert_eq!(names, ["compare", "edit", "explain", "history", "inspect", "show", "what_to_collect"]);
     for (name, t) in tools {
         assert!(t["description"].as_str().unwrap_or_default().len() > 100, "{name}: {t}");
         assert_eq!(t["input_schema"]["type"], "object", "{name}");
@@ -158,6 +158,10 @@ fn real_mcp_client_over_stdio() {
     assert_eq!(rev["kind"], "tool_error", "{rev}");
     assert!(text(rev).contains("regression: reduceNeighbored"), "{}", text(rev));
 
+    // edit: a kernel the profile does not have, named with the kernels it has.
+    let e = &r["edit_no_match"];
+    assert_eq!(e["kind"], "tool_error", "{e}");
+    assert!(e["text"].as_str().unwrap().contains("no kernel matches") && e["text"].as_str().unwrap().contains("setColReadCol"), "{e}");
     // what_to_collect: the ncu command line for that kernel.
     let w = &r["what_to_collect"];
     assert_eq!(w["kind"], "ok", "{w}");

@@ -6,8 +6,9 @@
 
 use keet::analysis::{analyse_launch, FileError};
 use keet::explain::report::{
-    Citation, DroppedFinding, ExplainReport, Finding, KernelExplanation, KernelGroup, ModelInfo, Origin, ProseCounts, ReplacedSentence,
-    ShownFinding, SourceLine, TextOrigin, Writer, EXPLAIN_SCHEMA,
+    Citation, CodeEdit, CodeOrigin, CodeSection, DroppedFinding, EditCheck, ExplainReport, Finding, KernelCodeRef, KernelExplanation,
+    KernelGroup, ModelInfo, Origin, ProseCounts, RefusedEdit, ReplacedSentence, ShownFinding, SourceLine, TextOrigin, Writer,
+    EXPLAIN_SCHEMA,
 };
 use keet::render::explain::render_explain;
 use keet::render::Format;
@@ -38,6 +39,49 @@ fn profile_view_of(analyses: &[keet::analysis::LaunchAnalysis]) -> keet::rules::
         })
         .collect();
     keet::rules::profile_view::profile_view(&kernels)
+}
+
+/// The code section of kernel `rank`: a checked edit on the first, the code not found on the
+/// second, a refused edit on the others.
+fn code_section(rank: usize) -> CodeSection {
+    let kernel = KernelCodeRef {
+        path: "src/tiles.cu".into(),
+        name: "setColReadCol".into(),
+        start_line: 17,
+        end_line: 26,
+        origin: CodeOrigin::Embedded,
+        note: None,
+    };
+    match rank {
+        0 => CodeSection {
+            kernel: Some(kernel),
+            edit: Some(CodeEdit {
+                category: keet::rules::Category::SharedBankConflicts,
+                construct: "tile".into(),
+                explanation: "A warp writes one column of tile, so its 32 threads meet in one bank <b>.".into(),
+                path: "src/tiles.cu".into(),
+                start_line: 19,
+                before: vec!["    __shared__ int tile[BDIMX][BDIMY];".into()],
+                after: vec!["    __shared__ int tile[BDIMX][BDIMY + 1];".into()],
+                kinds: vec!["shared-declaration".into()],
+                unified_diff: "--- a/src/tiles.cu\n+++ b/src/tiles.cu\n@@ -18,3 +18,3 @@\n {\n-    __shared__ int tile[BDIMX][BDIMY];\n+    __shared__ int tile[BDIMX][BDIMY + 1];\n     unsigned int idx = threadIdx.x;\n".into(),
+                checks: vec![EditCheck { name: "parses".into(), passed: true }],
+                repaired: true,
+            }),
+            ..Default::default()
+        },
+        1 => CodeSection { missing: Some("the report embeds no source (profile with `ncu --import-source yes`)".into()), ..Default::default() },
+        _ => CodeSection {
+            kernel: Some(kernel),
+            no_edit: Some("the model's edit was refused once".into()),
+            refused: vec![RefusedEdit {
+                before: vec!["int i = 0;".into()],
+                after: vec!["int i = 1;".into()],
+                reasons: vec!["the edit changes code that fits none of keet's edit kinds".into()],
+            }],
+            ..Default::default()
+        },
+    }
 }
 
 /// A report over the `top` longest launches of one corpus profile (each launch its own kernel),
@@ -152,6 +196,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
                 texts: vec!["This affects our team.".into(), "Lets talk about the kernel.".into()],
                 reasons: vec!["it talks about keet or its readers (\"our team\") instead of the kernel".into()],
             }],
+            code: Some(code_section(rank)),
             verdict,
             estimated_gain_ns: gain,
             cached: rank == 2,
@@ -391,4 +436,27 @@ fn roofline_has_one_roof_per_device() {
     }
     let doc: serde_json::Value = serde_json::from_str(&render_explain(&report, Format::Json).unwrap()).unwrap();
     assert_valid(&doc);
+}
+
+#[test]
+fn the_code_edit_renders_as_a_diff_in_every_format() {
+    let report = report_from("rtx4090-lashi/smemSquare.ncu-rep", 3);
+    let text = render_explain(&report, Format::Text).expect("text");
+    assert!(text.contains("code: src/tiles.cu:17-26, setColReadCol (embedded in the report)"), "{text}");
+    assert!(text.contains("edit for shared-bank-conflicts (shared-declaration; checked, after a re-ask) [model]:"), "{text}");
+    assert!(text.contains("       -    __shared__ int tile[BDIMX][BDIMY];\n       +    __shared__ int tile[BDIMX][BDIMY + 1];"), "{text}");
+    assert!(text.contains("code: not found: the report embeds no source"), "{text}");
+    assert!(text.contains("refused edit: int i = 0; -> int i = 1;: the edit changes code"), "{text}");
+    let md = render_explain(&report, Format::Md).expect("md");
+    assert!(md.contains("```diff\n--- a/src/tiles.cu\n+++ b/src/tiles.cu\n"), "{md}");
+    assert!(md.contains("+    __shared__ int tile[BDIMX][BDIMY + 1];\n"), "{md}");
+    let html = render_explain(&report, Format::Html).expect("html");
+    assert!(html.contains(r#"<span class="add">+    __shared__ int tile[BDIMX][BDIMY + 1];</span>"#), "{html}");
+    assert!(html.contains(r#"<span class="del">-    __shared__ int tile[BDIMX][BDIMY];</span>"#), "{html}");
+    assert!(html.contains("one bank &lt;b&gt;."), "the model's text is escaped: {html}");
+    let json: serde_json::Value = serde_json::from_str(&render_explain(&report, Format::Json).expect("json")).expect("json parses");
+    let edit = &json["kernels"][0]["code"]["edit"];
+    assert_eq!(edit["after"][0], "    __shared__ int tile[BDIMX][BDIMY + 1];");
+    assert_eq!(edit["kinds"][0], "shared-declaration");
+    assert!(schema().iter_errors(&json).next().is_none(), "the report with code sections validates against the schema");
 }

@@ -159,16 +159,12 @@ pub(crate) fn classify(
     let changed = |family: &str| old.get(family) != new.get(family);
     let simple: &[(&str, EditKind)] = &[
         ("subscript", EditKind::IndexExpression),
-        ("shared-subscript", EditKind::SharedIndex),
         ("shared-declaration", EditKind::SharedDeclaration),
         ("launch-bounds", EditKind::LaunchBounds),
         ("launch-bounds", EditKind::RegisterPressure),
         ("launch-grid", EditKind::GridComputation),
         ("launch-other", EditKind::GridComputation),
         ("launch-block", EditKind::BlockShape),
-        ("float-types", EditKind::FloatPrecision),
-        ("float-literals", EditKind::FloatPrecision),
-        ("math-calls", EditKind::FloatPrecision),
         ("loop-header", EditKind::LoopStructure),
         ("unroll", EditKind::LoopStructure),
         ("condition", EditKind::BranchCondition),
@@ -180,6 +176,12 @@ pub(crate) fn classify(
         if changed(family) {
             kinds.insert(*kind);
         }
+    }
+    if changed("shared-subscript") && reorders_or_swizzles(&old.get("shared-subscript"), &new.get("shared-subscript")) {
+        kinds.insert(EditKind::SharedIndex);
+    }
+    if precision_lowered(&old, &new) {
+        kinds.insert(EditKind::FloatPrecision);
     }
     let (old_dim3, new_dim3) = (old.get("dim3"), new.get("dim3"));
     for entry in old_dim3.iter().filter(|entry| !new_dim3.contains(entry)).chain(new_dim3.iter().filter(|entry| !old_dim3.contains(entry)))
@@ -196,6 +198,42 @@ pub(crate) fn classify(
         kinds.insert(EditKind::Other);
     }
     kinds.into_iter().collect()
+}
+
+/// Whether a `__shared__` array's indices were swapped (`[x][y]` to `[y][x]`) or swizzled (`^`, `%`):
+/// the index changes that move a warp's accesses to other banks. An offset (`[y + 1]`) is not one:
+/// it moves the access, not the banks, and runs past the array's end.
+fn reorders_or_swizzles(old: &[String], new: &[String]) -> bool {
+    let parts = |indices: &str| -> Vec<String> {
+        let mut all: Vec<String> = indices.split(['[', ']']).map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
+        all.sort();
+        all
+    };
+    let old_parts: Vec<Vec<String>> = old.iter().map(|o| parts(o)).collect();
+    new.iter().filter(|n| !old.contains(n)).any(|n| n.contains('^') || n.contains('%') || old_parts.contains(&parts(n)))
+}
+
+/// Whether the edit computes in a lower precision: fewer `double`s (or more single/half types
+/// without more `double`s), more `f`-suffixed literals in place of double ones, or single-precision
+/// math functions in place of double ones. An edit that adds a `double` is no precision fix.
+fn precision_lowered(old: &Features, new: &Features) -> bool {
+    let count =
+        |features: &Features, family: &str, wanted: &dyn Fn(&str) -> bool| features.get(family).iter().filter(|v| wanted(v)).count();
+    let is_double = |v: &str| v == "double" || v == "double2";
+    let is_narrow = |v: &str| !is_double(v);
+    let doubles = (count(old, "float-types", &is_double), count(new, "float-types", &is_double));
+    let narrow = (count(old, "float-types", &is_narrow), count(new, "float-types", &is_narrow));
+    let single_literals = (count(old, "float-literals", &|v| v == "f"), count(new, "float-literals", &|v| v == "f"));
+    let double_literals = (count(old, "float-literals", &|v| v == "d"), count(new, "float-literals", &|v| v == "d"));
+    let single_math = |v: &str| v.ends_with('f') || v.starts_with("__");
+    let math = (count(old, "math-calls", &single_math), count(new, "math-calls", &single_math));
+    if doubles.1 > doubles.0 {
+        return false;
+    }
+    doubles.1 < doubles.0
+        || narrow.1 > narrow.0
+        || (single_literals.1 > single_literals.0 && double_literals.1 < double_literals.0)
+        || math.1 > math.0
 }
 
 /// Whether the unroll pragmas ask for less unrolling after the edit (a lower count, or a count
@@ -302,9 +340,15 @@ fn cuda_features(node: Node, text: &str, shared: &BTreeSet<String>, found: &mut 
                 parent.kind() == "subscript_expression" && parent.child_by_field_name("argument").is_some_and(|arg| arg.id() == node.id())
             });
             if !inner_of_another {
-                let base = node.child_by_field_name("argument").map(|array| base_identifier(array, text)).unwrap_or("");
+                let base_node = node.child_by_field_name("argument");
+                let base = base_node.map(|array| base_identifier(array, text)).unwrap_or("");
                 let family = if shared.contains(base) { "shared-subscript" } else { "subscript" };
-                found.add(family, squash(written));
+                // The indices only: reading another array at the same index is not an index change.
+                let indices = match base_node {
+                    Some(array) => index_part(array, node, text),
+                    None => squash(written),
+                };
+                found.add(family, indices);
             }
         }
         "declaration" => cuda_declaration(node, text, found),
@@ -358,6 +402,18 @@ fn cuda_features(node: Node, text: &str, shared: &BTreeSet<String>, found: &mut 
         }
         _ => {}
     }
+}
+
+/// The index expressions of a (possibly nested) subscript: `[i][j]` of `tile[i][j]`.
+fn index_part(array: Node, subscript: Node, text: &str) -> String {
+    let mut innermost = array;
+    while innermost.kind() == "subscript_expression" {
+        match innermost.child_by_field_name("argument") {
+            Some(inner) => innermost = inner,
+            None => break,
+        }
+    }
+    squash(text.get(innermost.end_byte()..subscript.end_byte()).unwrap_or(""))
 }
 
 fn cuda_declaration(node: Node, text: &str, found: &mut Features) {

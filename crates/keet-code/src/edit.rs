@@ -55,6 +55,8 @@ pub enum EditRefusal {
     RemovesDeclaration { name: String },
     #[error("the edit declares '{name}' a second time; change its declaration instead")]
     Redeclares { name: String },
+    #[error("after the edit the kernel no longer uses its parameter '{name}': a faster kernel must compute the same result")]
+    DropsParameter { name: String },
     #[error("the edit changes {}, but this fix must change {}", describe(changed, " and "), describe(allowed, " or "))]
     WrongKind { changed: Vec<EditKind>, allowed: Vec<EditKind> },
 }
@@ -97,7 +99,8 @@ pub fn check_edit(files: &[CodeFile], kernel: &KernelCode, edit: &Edit, allowed:
     let new_bytes = edited_bytes(&new_text, found.first, after_lines.len());
     check_identifiers(files, found.file, language, (&old_tree, &file.text), (&new_tree, &new_text), new_bytes.clone())?;
     let old_bytes = parse::line_bytes(&file.text, found.first + 1, found.last + 1);
-    check_declarations(language, (&old_tree, &file.text, old_bytes), (&new_tree, &new_text, new_bytes.clone()))?;
+    check_declarations(language, (&old_tree, &file.text, old_bytes.clone()), (&new_tree, &new_text, new_bytes.clone()))?;
+    check_parameters_used(language, (&old_tree, &file.text, old_bytes.start), (&new_tree, &new_text, new_bytes.start))?;
     let old_side =
         Side { root: old_tree.root_node(), text: &file.text, bytes: parse::line_bytes(&file.text, found.first + 1, found.last + 1) };
     let new_side = Side { root: new_tree.root_node(), text: &new_text, bytes: new_bytes.clone() };
@@ -431,6 +434,41 @@ fn enclosing_function(tree: &Tree, byte: usize, len: usize) -> std::ops::Range<u
     0..len
 }
 
+/// The parameters of the function around `byte` that its body uses, and the names its body uses.
+fn parameters_and_uses(language: Language, tree: &Tree, text: &str, byte: usize) -> (Vec<String>, BTreeSet<String>) {
+    let function = enclosing_function(tree, byte, text.len());
+    if function == (0..text.len()) {
+        return (Vec::new(), BTreeSet::new());
+    }
+    let mut parameters = Vec::new();
+    let mut uses = BTreeSet::new();
+    parse::walk_range(tree.root_node(), function.clone(), |node| {
+        if node.kind() != "identifier" || !function.contains(&node.start_byte()) || not_checked(node, language) {
+            return;
+        }
+        let in_parameters =
+            std::iter::successors(node.parent(), |n| n.parent()).take(6).any(|n| n.kind() == "parameter_list" || n.kind() == "parameters");
+        let name = text_of(node, text).to_string();
+        if in_parameters && is_declaration(node, language) {
+            parameters.push(name);
+        } else if !in_parameters {
+            uses.insert(name);
+        }
+    });
+    (parameters, uses)
+}
+
+/// Refuses an edit after which the kernel no longer uses a parameter it used: reading `d_out`
+/// where it read `d_in` computes something else, however fast.
+fn check_parameters_used(language: Language, old: (&Tree, &str, usize), new: (&Tree, &str, usize)) -> Result<(), EditRefusal> {
+    let (old_parameters, old_uses) = parameters_and_uses(language, old.0, old.1, old.2);
+    let (_, new_uses) = parameters_and_uses(language, new.0, new.1, new.2);
+    match old_parameters.into_iter().find(|p| old_uses.contains(p) && !new_uses.contains(p)) {
+        Some(name) => Err(EditRefusal::DropsParameter { name }),
+        None => Ok(()),
+    }
+}
+
 /// Refuses an edit that drops a declaration the rest of its function still uses, or declares again
 /// a name the function already declares (two `__shared__` arrays of one name do not compile)., or declares again a
 /// name the file already declares (two `__shared__` arrays of one name do not compile).
@@ -617,6 +655,42 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_that_reads_another_array_or_adds_a_double_is_refused() {
+        // What the default model proposed for a real streaming kernel: read the output where it
+        // read the input, through a cast to double.
+        let refused = check(
+            "scaleDouble",
+            "data[i] = sqrt(data[i]) * 2.0;",
+            "double *other = reinterpret_cast<double *>(data);\ndata[i] = sqrt(other[i]) * 2.0;",
+            &[EditKind::FloatPrecision, EditKind::IndexExpression],
+        )
+        .unwrap_err();
+        assert!(matches!(refused, EditRefusal::WrongKind { .. }), "{refused}");
+        let single =
+            check("scaleDouble", "data[i] = sqrt(data[i]) * 2.0;", "data[i] = sqrtf(data[i]) * 2.0f;", &[EditKind::FloatPrecision]);
+        assert_eq!(single.unwrap().kinds, vec![EditKind::FloatPrecision]);
+        let dropped = check(
+            "setColReadCol",
+            "out[idx] += tile[threadIdx.x][threadIdx.y];",
+            "idx += tile[threadIdx.x][threadIdx.y];",
+            &[EditKind::Other],
+        );
+        assert_eq!(
+            dropped.unwrap_err().to_string(),
+            "after the edit the kernel no longer uses its parameter 'out': a faster kernel must compute the same result"
+        );
+    }
+
+    #[test]
+    fn an_index_offset_is_no_bank_conflict_fix_but_a_swap_or_swizzle_is() {
+        let offset = check("setColReadCol", "tile[threadIdx.x][threadIdx.y] = idx;", "tile[threadIdx.x][threadIdx.y + 1] = idx;", BANKS);
+        assert!(matches!(offset.unwrap_err(), EditRefusal::WrongKind { .. }));
+        let swizzle =
+            check("setColReadCol", "tile[threadIdx.x][threadIdx.y] = idx;", "tile[threadIdx.x][threadIdx.y ^ threadIdx.x] = idx;", BANKS);
+        assert_eq!(swizzle.unwrap().kinds, vec![EditKind::SharedIndex]);
+    }
+
+    #[test]
     fn refusals_say_what_to_fix() {
         let refusal = |before: &str, after: &str| check("setColReadCol", before, after, BANKS).unwrap_err().to_string();
         assert_eq!(refusal("  __syncthreads();", "__syncthreads();  "), "before and after are the same");
@@ -644,7 +718,8 @@ mod tests {
     fn names_declared_by_the_edit_are_known() {
         let before = "tile[threadIdx.x][threadIdx.y] = idx;";
         let after = "unsigned int col = threadIdx.y;\ntile[threadIdx.x][col] = idx;";
-        assert_eq!(check("setColReadCol", before, after, BANKS).unwrap().kinds, vec![EditKind::SharedIndex]);
+        // The same index through a new name: known names, though no bank-conflict fix.
+        assert_eq!(check("setColReadCol", before, after, &[EditKind::Other]).unwrap().kinds, vec![EditKind::Other]);
     }
 
     #[test]
