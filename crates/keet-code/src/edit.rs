@@ -113,7 +113,7 @@ pub fn check_edit(files: &[CodeFile], kernel: &KernelCode, edit: &Edit, allowed:
     let unified_diff = similar::TextDiff::from_lines(file.text.as_str(), new_text.as_str())
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{}", file.path), &format!("b/{}", file.path))
+        .header(&format!("a/{}", file.path.trim_start_matches('/')), &format!("b/{}", file.path.trim_start_matches('/')))
         .to_string();
     let before_lines = lines[found.first..=found.last].iter().map(|line| line.trim_end_matches(['\n', '\r']).to_string()).collect();
     Ok(CheckedEdit { path: file.path.clone(), start_line: found.first + 1, before_lines, after_lines, kinds, unified_diff })
