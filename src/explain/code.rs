@@ -110,9 +110,11 @@ pub fn locate(name: &str, embedded: &[SourceFile], user: &[CodeFile]) -> Result<
         }
     }
     if why.is_empty() {
-        return Err("the report embeds no source (profile with `ncu --import-source yes`) and no --source FILE|DIR was given".into());
+        return Err(
+            "not found: the report embeds no source (profile with `ncu --import-source yes`) and no --source FILE|DIR was given".into()
+        );
     }
-    Err(why.join("; "))
+    Err(format!("not found {}", why.join("; ")))
 }
 
 /// Which finding the edit is for, by its position in `categories` (most important first): the

@@ -300,7 +300,7 @@ pub fn explain_table(
         let rep = table.groups[*entry].rep;
         let la = analysis::analyse_launch_in(launch, Some(group.time_share_pct));
         let source_lines_all = source::hot_lines(launch, &opts.source_files);
-        let located = opts.edit.then(|| code::locate(&launch.name, &loaded.code, &user_code));
+        let located = opts.edit.then(|| kernel_code(&la, &loaded.code, &user_code));
         stats.kernels_with_code += usize::from(matches!(located, Some(Ok(_))));
         let code_key = located.as_ref().map(|l| code::code_sha256(l.as_ref().ok())).unwrap_or_default();
         let key = cache_key(&la, model_sha.as_deref().unwrap_or("none"), &source_lines_all, &code_key, opts.prose);
@@ -1178,6 +1178,23 @@ fn user_code(opts: &ExplainOptions) -> Vec<keet_code::CodeFile> {
         eprintln!("keet: warning: {w}");
     }
     files
+}
+
+/// The kernel's code, or why there is none: a library's or framework's kernel is not the user's
+/// code (its fixes are shapes, dtype, fusion or configuration), so keet does not look for it.
+fn kernel_code(
+    la: &LaunchAnalysis,
+    embedded: &[crate::profile::SourceFile],
+    user: &[keet_code::CodeFile],
+) -> Result<code::Located, String> {
+    let kind = &la.diagnosis.kernel;
+    match kind.origin {
+        rules::kind::Origin::Library | rules::kind::Origin::Framework => Err(format!(
+            "a {} kernel: its code is not yours to edit (change shapes, dtype, fusion or configuration instead)",
+            kind.library.as_deref().unwrap_or(kind.origin.as_str())
+        )),
+        _ => code::locate(&la.name, embedded, user),
+    }
 }
 
 /// One kernel whose code keet found, explained: what the edit question needs.

@@ -70,7 +70,7 @@ fn code_section(rank: usize) -> CodeSection {
             }),
             ..Default::default()
         },
-        1 => CodeSection { missing: Some("the report embeds no source (profile with `ncu --import-source yes`)".into()), ..Default::default() },
+        1 => CodeSection { missing: Some("not found: the report embeds no source (profile with `ncu --import-source yes`)".into()), ..Default::default() },
         _ => CodeSection {
             kernel: Some(kernel),
             no_edit: Some("the model's edit was refused once".into()),
