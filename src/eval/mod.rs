@@ -279,7 +279,7 @@ pub fn add_generic(set: &mut EvalSet, count: &dyn Fn(&str) -> usize) {
 }
 
 /// The explain options of the rule-layer report the questions' contexts come from.
-fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
+pub(crate) fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
     ExplainOptions {
         top: opts.top.max(1),
         coverage_pct: 100.0,

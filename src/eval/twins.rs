@@ -238,18 +238,7 @@ pub fn build(path: &Path, opts: &EvalOptions) -> Result<TwinSet, EvalError> {
 
 /// The rule-layer report of a twin's profile: every kernel, with the twin's source for its lines.
 fn report_options(opts: &EvalOptions, source: Option<&PathBuf>) -> ExplainOptions {
-    ExplainOptions {
-        top: 10_000,
-        coverage_pct: 100.0,
-        no_llm: true,
-        cache: None,
-        jobs: opts.jobs,
-        progress: false,
-        summary: false,
-        edit: false,
-        source_files: source.cloned().into_iter().collect(),
-        ..Default::default()
-    }
+    ExplainOptions { top: 10_000, source_files: source.cloned().into_iter().collect(), ..super::rules_report_options(opts) }
 }
 
 /// Every format with the kernel's source before it; `none` is the source alone.
