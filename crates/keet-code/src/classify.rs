@@ -311,7 +311,8 @@ const MATH_FUNCTIONS: &[&str] = &[
     "__float2bfloat16",
 ];
 const FLOAT_TYPES: &[&str] = &["double", "float", "half", "__half", "half2", "__half2", "__nv_bfloat16", "__nv_bfloat162", "double2"];
-const WIDE_TYPES: &[&str] = &[
+/// Vector types a wider load uses (also names any code may use undeclared).
+pub(crate) const WIDE_TYPES: &[&str] = &[
     "float2",
     "float4",
     "int2",

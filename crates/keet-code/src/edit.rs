@@ -331,15 +331,7 @@ const BUILTINS: &[&str] = &[
     "reinterpret_cast",
     "static_cast",
     "const_cast",
-    "float2",
-    "float4",
-    "int2",
-    "int4",
-    "uint2",
-    "uint4",
-    "double2",
     "half",
-    "half2",
     "nvcuda",
     "wmma",
     "cg",
@@ -400,6 +392,7 @@ fn check_identifiers(
         !(known.contains(name.as_str())
             || declared.contains(name)
             || BUILTINS.contains(&name.as_str())
+            || crate::classify::WIDE_TYPES.contains(&name.as_str())
             || name.starts_with("__")
             || name.starts_with("atomic")
             || files.iter().enumerate().any(|(index, code)| index != file && contains_word(&code.text, name)))
