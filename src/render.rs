@@ -45,6 +45,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("compare.md", include_str!("render/templates/compare.md.jinja")),
     ("eval.txt", include_str!("render/templates/eval.txt.jinja")),
     ("eval.md", include_str!("render/templates/eval.md.jinja")),
+    ("eval-states.txt", include_str!("render/templates/eval-states.txt.jinja")),
     ("explain.context", include_str!("render/templates/explain.context.jinja")),
     ("compare.context", include_str!("render/templates/compare.context.jinja")),
     ("sets.txt", include_str!("render/templates/sets.txt.jinja")),

@@ -5,6 +5,7 @@
 //! given and the cost. Writes the questions as JSONL for other models and
 //! tools, and scores their answers (`--answers FILE.jsonl --questions FILE.jsonl`).
 
+use crate::eval::peers::Format;
 use crate::eval::{self, answer, score, Condition, EvalModel, EvalOptions};
 use crate::llm::Engine;
 use crate::render;
@@ -44,6 +45,11 @@ pub struct EvalArgs {
     /// this model's own explanations), md (the full Markdown report).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "none,raw,generic,context,explained")]
     pub formats: Vec<Condition>,
+    /// Another tool's contexts as one more format, scored like keet's: NAME=FILE.jsonl with one
+    /// {"id": ..., "context": ...} per question of --questions-out (same --top and --seeds).
+    /// Repeatable. `scripts/perfdigest-contexts.sh` writes one with PerfDigest-MCP.
+    #[arg(long = "context", value_name = "NAME=FILE.jsonl", value_parser = eval::peers::parse_arg, conflicts_with_all = ["answers", "twins"])]
+    pub peer_contexts: Vec<(String, PathBuf)>,
     /// Rotations of each question's options: 4 asks every question with each option under each
     /// letter once and scores circular accuracy (right in all four); 1 asks the options as drawn
     /// (a quarter of the question tokens; the letter bias then stays in the score).
@@ -162,8 +168,8 @@ fn explain_twins(
 
 /// Plans the prompts, says what they will cost, and answers every question in every format and
 /// rotation (a progress bar on a terminal).
-fn answer_all(set: &eval::EvalSet, engine: &mut Engine, formats: &[Condition], rotations: usize) -> anyhow::Result<answer::AnswerRun> {
-    let plan = answer::plan(set, engine, formats, rotations)?;
+fn answer_all(set: &eval::EvalSet, engine: &mut Engine, formats: &[Format], rotations: usize) -> anyhow::Result<answer::AnswerRun> {
+    let plan = answer::plan_formats(set, engine, formats, rotations)?;
     let rate = answer::prompt_rate(engine, 256)?;
     let to_run = plan.tokens_to_run();
     let by_rotation = plan.tokens_to_run_by_rotation();
@@ -219,7 +225,15 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     };
     // The placebo is as long as the context in the answering model's tokens.
     match super::token_counter(a.model.model.as_deref()) {
-        Ok(count) => eval::add_generic(&mut set, count.as_ref()),
+        Ok(count) => {
+            eval::add_generic(&mut set, count.as_ref());
+            let tokens: usize = set.contexts.iter().map(|c| count(&c.context)).sum();
+            eprintln!(
+                "keet eval: {} contexts, {tokens} tokens of keet's context format in all ({} per context)",
+                set.contexts.len(),
+                tokens / set.contexts.len().max(1)
+            );
+        }
         Err(e) => eprintln!("note: the generic format is sized by an estimate of the tokens ({e:#})"),
     }
     for e in &set.errors {
@@ -236,11 +250,20 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         return Ok(2);
     }
     if a.no_llm {
+        let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
+        let rows = eval::causes::states(&set.questions, &context_of);
+        let title = "How keet's context states each question's key (expert/eval.toml [statements]):";
+        eprint!("{}", render::render("eval-states.txt", &serde_json::json!({ "rows": rows, "title": title }))?);
         if let Some(p) = &a.questions_out {
             super::write_output(Some(p), &eval::jsonl(&set))?;
             eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
         }
         return Ok(if set.errors.is_empty() { 0 } else { 2 });
+    }
+    let mut all_formats: Vec<Format> = formats.iter().map(|c| Format::Keet(*c)).collect();
+    for (name, path) in &a.peer_contexts {
+        set.peers.push(eval::peers::read(name, path, &set.questions)?);
+        all_formats.push(Format::Peer(set.peers.len() - 1, name.clone()));
     }
     let engine_opts = a.model.engine_options();
     let mut edits = None;
@@ -256,10 +279,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     }
     let mut engine =
         Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
-    let run = answer_all(&set, &mut engine, &formats, a.rotations)?;
+    let run = answer_all(&set, &mut engine, &all_formats, a.rotations)?;
     let model = EvalModel { name: engine.info.name.clone(), device: engine.info.device.clone() };
     let keys: Vec<score::Key> = set.questions.iter().map(score::Key::from).collect();
-    let format_names: Vec<String> = formats.iter().map(|f| f.name().to_string()).collect();
+    let format_names: Vec<String> = all_formats.iter().map(|f| f.name().to_string()).collect();
     let meta = score::ReportMeta {
         model: Some(model),
         answers_file: None,
@@ -274,6 +297,11 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     };
     let mut report = score::report(&keys, run.answers, &format_names, meta);
     report.edits = edits;
+    let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
+    report.context_states = eval::causes::states(&set.questions, &context_of);
+    if formats.contains(&Condition::Context) {
+        report.wrong_answer_causes = eval::causes::tally(&set.questions, &report.answers, Condition::Context.name(), &context_of);
+    }
     render_report(&a, &report)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })
 }

@@ -14,6 +14,7 @@
 //! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
 //! decoding under a grammar that admits exactly one letter.
 
+use super::peers::Format;
 use super::score::Answered;
 use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
 use crate::llm::{ChatMessage, Engine};
@@ -43,7 +44,7 @@ pub struct FormatCost {
 
 /// One prompt to run: a question in a format.
 pub struct Job {
-    pub condition: Condition,
+    pub format: Format,
     /// Index into [`EvalSet::questions`].
     pub question: usize,
     /// Which rotation of the options ([`Question::options_in`]).
@@ -57,7 +58,7 @@ pub struct Job {
 /// Every prompt of a run in the order it runs, with the token counts that predict its cost.
 pub struct Plan {
     pub jobs: Vec<Job>,
-    pub conditions: Vec<Condition>,
+    pub formats: Vec<Format>,
     /// Rotations of the options each question is asked in (1 or [`super::ROTATIONS`]).
     pub rotations: usize,
     /// Contexts cut to fit the model's window (per format and context).
@@ -88,6 +89,20 @@ impl Plan {
 /// explanations added at the end, so its first question continues from the context format's KV
 /// state. `rotations`: 1 (the options as drawn) or [`super::ROTATIONS`] (circular evaluation).
 pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition], rotations: usize) -> Result<Plan, EvalError> {
+    let formats: Vec<Format> = conditions.iter().map(|c| Format::Keet(*c)).collect();
+    plan_formats(set, engine, &formats, rotations)
+}
+
+/// The text question `i` is asked with in `format`: keet's context of its kernel, or the peer's.
+fn context_text<'s>(set: &'s EvalSet, format: &Format, i: usize) -> &'s str {
+    match format {
+        Format::Keet(c) => set.contexts[set.questions[i].context].get(*c),
+        Format::Peer(p, _) => &set.peers[*p].by_question[i],
+    }
+}
+
+/// [`plan`] for keet's formats and peers' ([`super::peers`]), in the order given.
+pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotations: usize) -> Result<Plan, EvalError> {
     let rotations = rotations.clamp(1, super::ROTATIONS);
     let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
     let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
@@ -97,29 +112,32 @@ pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition], rotations:
         (qa.context, &qa.question, qa.seed, a).cmp(&(qb.context, &qb.question, qb.seed, b))
     });
     let granularity = engine.reuse_granularity();
-    let mut jobs = Vec::with_capacity(order.len() * conditions.len());
+    let mut jobs = Vec::with_capacity(order.len() * formats.len());
     let mut truncated = 0;
     let mut previous: Vec<u32> = Vec::new();
     for about_one_context in order.chunk_by(|&a, &b| set.questions[a].context == set.questions[b].context) {
-        for &c in conditions {
-            let mut fitted: Option<String> = None;
+        for format in formats {
+            // (the text as given, fitted to the window): fitted once per distinct text
+            let mut fitted: Option<(&str, String)> = None;
             for (&i, rotation) in about_one_context.iter().flat_map(|i| (0..rotations).map(move |r| (i, r))) {
                 let q = &set.questions[i];
-                let ctx = fitted.get_or_insert_with(|| {
-                    let (text, cut) = fit_lines(set.contexts[q.context].get(c), window, &count);
-                    truncated += cut as usize;
-                    text
-                });
+                let given = context_text(set, format, i);
+                if fitted.as_ref().is_none_or(|(raw, _)| *raw != given) {
+                    let (text, cut) = fit_lines(given, window, &count);
+                    truncated += usize::from(cut && rotation == 0);
+                    fitted = Some((given, text));
+                }
+                let ctx = fitted.as_ref().map(|f| f.1.as_str()).unwrap_or_default();
                 let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q, rotation))];
                 let ids = engine.prompt_tokens(&messages)?;
                 let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
                 let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
-                jobs.push(Job { condition: c, question: i, rotation, messages, tokens: ids.len(), expected_reuse });
+                jobs.push(Job { format: format.clone(), question: i, rotation, messages, tokens: ids.len(), expected_reuse });
                 previous = ids;
             }
         }
     }
-    Ok(Plan { jobs, conditions: conditions.to_vec(), rotations, truncated })
+    Ok(Plan { jobs, formats: formats.to_vec(), rotations, truncated })
 }
 
 /// Measures the model's prompt speed on a warm-up prompt (about `tokens` long), in tokens per
@@ -145,8 +163,8 @@ pub struct AnswerRun {
 /// `progress(tokens run so far)` after each question.
 pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progress: &mut dyn FnMut(usize)) -> Result<AnswerRun, EvalError> {
     let mut given: Vec<BTreeMap<String, Vec<String>>> = vec![BTreeMap::new(); set.questions.len()];
-    let mut costs: BTreeMap<Condition, FormatCost> = BTreeMap::new();
-    let mut contexts: BTreeMap<Condition, std::collections::BTreeSet<usize>> = BTreeMap::new();
+    let mut costs: BTreeMap<&str, FormatCost> = BTreeMap::new();
+    let mut contexts: BTreeMap<&str, std::collections::BTreeSet<usize>> = BTreeMap::new();
     let mut run_tokens = 0usize;
     engine.reset();
     for job in &plan.jobs {
@@ -154,10 +172,11 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
             engine.reset();
         }
         let (at, _, t) = engine.choose(&job.messages, &LETTERS)?;
-        let letters = given[job.question].entry(job.condition.name().to_string()).or_insert_with(|| vec![String::new(); plan.rotations]);
+        let name = job.format.name();
+        let letters = given[job.question].entry(name.to_string()).or_insert_with(|| vec![String::new(); plan.rotations]);
         letters[job.rotation] = LETTERS[at].to_string();
-        let cost = costs.entry(job.condition).or_insert_with(|| FormatCost {
-            format: job.condition.name().into(),
+        let cost = costs.entry(name).or_insert_with(|| FormatCost {
+            format: name.into(),
             run_tokens_by_rotation: vec![0; plan.rotations],
             ..Default::default()
         });
@@ -166,7 +185,7 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         cost.reused_tokens += t.reused_tokens;
         cost.run_tokens_by_rotation[job.rotation] += t.prompt_tokens - t.reused_tokens;
         cost.prefill_s += t.prompt_s;
-        contexts.entry(job.condition).or_default().insert(set.questions[job.question].context);
+        contexts.entry(name).or_default().insert(set.questions[job.question].context);
         run_tokens += t.prompt_tokens - t.reused_tokens;
         progress(run_tokens);
     }
@@ -177,11 +196,11 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         .map(|(q, given)| Answered { id: q.id.clone(), kind: q.kind, answer: q.answer.clone(), given })
         .collect();
     let costs = plan
-        .conditions
+        .formats
         .iter()
-        .filter_map(|c| {
-            let mut cost = costs.remove(c)?;
-            cost.contexts = contexts.get(c).map(|s| s.len()).unwrap_or(0);
+        .filter_map(|f| {
+            let mut cost = costs.remove(f.name())?;
+            cost.contexts = contexts.get(f.name()).map(|s| s.len()).unwrap_or(0);
             Some(cost)
         })
         .collect();

@@ -12,7 +12,9 @@
 //! elsewhere) → [`score::EvalReport`].
 
 pub mod answer;
+pub mod causes;
 pub mod generic;
+pub mod peers;
 pub mod questions;
 pub mod score;
 pub mod stats;
@@ -176,6 +178,8 @@ pub struct EvalSet {
     pub errors: Vec<FileError>,
     /// Profiles that read but gave no question (their metrics answer no kind clearly).
     pub without_questions: Vec<PathBuf>,
+    /// Other tools' contexts, one format each (`--context NAME=FILE.jsonl`).
+    pub peers: Vec<peers::PeerContexts>,
 }
 
 #[derive(Debug, Clone)]

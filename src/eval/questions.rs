@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-const TABLE: &str = include_str!("../../expert/eval.toml");
+pub(crate) const TABLE: &str = include_str!("../../expert/eval.toml");
 
 /// A value above this percentage of peak is a measurement artefact (as in the facts stage).
 const MAX_PCT_OF_PEAK: f64 = 100.5;
@@ -139,6 +139,34 @@ pub(crate) struct Table {
     primary_fix: Kind,
     twin_fix: TwinFixTable,
     pub(crate) metrics: BTreeMap<String, toml::Value>,
+}
+
+impl Table {
+    /// The text of option `key` of a question kind named by its table key (`bound_unit`), as the
+    /// questions show it.
+    pub(crate) fn option_text(&self, kind: &str, key: &str) -> Option<String> {
+        let of = self.kind(kind)?;
+        of.options.contains_key(key).then(|| self.option(of, key))
+    }
+
+    fn kind(&self, kind: &str) -> Option<&Kind> {
+        Some(match kind {
+            "bound_unit" => &self.bound_unit,
+            "occupancy_limiter" => &self.occupancy_limiter,
+            "sector_waste" => &self.sector_waste,
+            "top_stall" => &self.top_stall,
+            "grid_fill" => &self.grid_fill,
+            "most_gain" => &self.most_gain,
+            "primary_fix" => &self.primary_fix,
+            _ => return None,
+        })
+    }
+
+    /// The options of a question kind by its table key (`bound_unit`), when the table lists them.
+    #[cfg(test)]
+    pub(crate) fn options_of(&self, kind: &str) -> Option<&BTreeMap<String, String>> {
+        Some(&self.kind(kind)?.options)
+    }
 }
 
 pub(crate) fn table() -> &'static Table {
@@ -288,22 +316,28 @@ fn bank_conflict_share(r: &mut Raw) -> Option<f64> {
     Some(if w > 0.0 { ((w - ideal) / w).clamp(0.0, 1.0) } else { 0.0 })
 }
 
+/// Whether L2's count of the global sectors the kernel moved is no more than the count its
+/// accesses ideally need (ncu's MemoryWorkloadAnalysis tables): then no global access wastes
+/// sectors, whatever the SASS bytes-per-sector ratios say (they count asynchronous copies, LDGSTS,
+/// at a fraction of the bytes they move).
+fn global_sectors_ideal(r: &mut Raw) -> bool {
+    matches!((r.get("global_sectors"), r.get("global_sectors_ideal")), (Some(n), Some(ideal)) if n <= ideal)
+}
+
 fn sector_waste(launch: &Launch, label: &str) -> Option<Draft> {
     let t = table();
     let th = &t.thresholds;
     let mut r = Raw::new(launch);
-    let per_direction = (
-        sector_waste_of(&mut r, "load_bytes_per_sector", "load_bytes_per_sector_pct"),
-        sector_waste_of(&mut r, "store_bytes_per_sector", "store_bytes_per_sector_pct"),
-    );
-    let (load, store) = match per_direction {
-        (Some(l), Some(s)) => (l, s),
-        // Without the per-direction metrics, L2's count of global sectors beyond the ideal says
-        // whether there is any waste at all; when there is none, neither direction wastes.
-        _ => match (r.get("global_sectors"), r.get("global_sectors_ideal")) {
-            (Some(n), Some(ideal)) if n <= ideal => (0.0, 0.0),
+    let (load, store) = if global_sectors_ideal(&mut r) {
+        (0.0, 0.0)
+    } else {
+        match (
+            sector_waste_of(&mut r, "load_bytes_per_sector", "load_bytes_per_sector_pct"),
+            sector_waste_of(&mut r, "store_bytes_per_sector", "store_bytes_per_sector_pct"),
+        ) {
+            (Some(l), Some(s)) => (l, s),
             _ => return None,
-        },
+        }
     };
     let mut waste = [("global_load", load), ("global_store", store), ("shared", bank_conflict_share(&mut r)?)];
     waste.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -414,11 +448,12 @@ fn primary_problems(launch: &Launch, r: &mut Raw) -> Vec<&'static str> {
         }
     }
     let memory_busy = top != "sm" && top_pct >= th.busy_unit_pct;
-    let uncoalesced = [("load_bytes_per_sector", "load_bytes_per_sector_pct"), ("store_bytes_per_sector", "store_bytes_per_sector_pct")]
-        .iter()
-        .any(|(a, p)| {
-            r.get(a).or_else(|| r.get(p).map(|x| x * 32.0 / 100.0)).is_some_and(|b| b > 0.0 && b < th.uncoalesced_bytes_per_sector)
-        });
+    let uncoalesced = !global_sectors_ideal(r)
+        && [("load_bytes_per_sector", "load_bytes_per_sector_pct"), ("store_bytes_per_sector", "store_bytes_per_sector_pct")]
+            .iter()
+            .any(|(a, p)| {
+                r.get(a).or_else(|| r.get(p).map(|x| x * 32.0 / 100.0)).is_some_and(|b| b > 0.0 && b < th.uncoalesced_bytes_per_sector)
+            });
     if memory_busy && uncoalesced {
         found.push("coalesce");
     }

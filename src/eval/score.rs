@@ -124,6 +124,12 @@ pub struct EvalReport {
     /// `--twins` with the explained format: the model's own edits against the real fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edits: Option<super::twins::EditScore>,
+    /// Every question by how keet's `context` format states its keyed answer ([`super::causes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_states: Vec<super::causes::CauseRow>,
+    /// The questions the `context` format got wrong, by how the context states their key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrong_answer_causes: Vec<super::causes::CauseRow>,
 }
 
 /// What a question needs for scoring.
@@ -266,6 +272,8 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         answers,
         errors: meta.errors,
         edits: None,
+        context_states: Vec::new(),
+        wrong_answer_causes: Vec::new(),
     }
 }
 

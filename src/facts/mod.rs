@@ -93,6 +93,17 @@ impl Limiter {
             Limiter::Barriers => "barriers",
         }
     }
+
+    /// What the limit is, in the words a GPU programmer acts on ("the registers each thread uses").
+    pub fn resource(self) -> &'static str {
+        match self {
+            Limiter::Registers => "the registers each thread uses",
+            Limiter::SharedMemory => "the shared memory each block uses",
+            Limiter::Warps => "the block size (warps per block against the SM's warp limit)",
+            Limiter::Blocks => "the maximum number of resident blocks per SM",
+            Limiter::Barriers => "the barriers each block uses",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -40,6 +40,7 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
             }
             kv["evidence_lines"] = json!(evidence_lines(k));
             kv["units_line"] = json!(units_line(&k.analysis.facts));
+            kv["occupancy_line"] = json!(occupancy_line(&k.analysis.facts));
             kv["stalls_line"] = json!(stalls_line(&k.analysis.facts));
             kv["stalls_in_cycles"] = json!(k.analysis.facts.stalls.iter().all(|s| s.cycles_per_issue.unit == "cycle"));
             kv["grid_line"] = json!(grid_line(&k.analysis.facts));
@@ -102,68 +103,130 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
     out
 }
 
-/// "SM 69.8%, DRAM 18.7% of peak; occupancy 60% of a theoretical 75% (limited by registers)": the
-/// busy units and the occupancy, from the facts (empty when none is known).
+/// "busiest DRAM at 85% of peak, then SM 40%, L2 30%": the measured units, busiest first; when
+/// every unit is under [`SOL_IDLE_PCT`] the line says so first (empty when no unit is measured).
+///
+/// [`SOL_IDLE_PCT`]: crate::rules::thresholds::SOL_IDLE_PCT
 fn units_line(f: &crate::facts::Facts) -> String {
-    use crate::rules::fmt_num;
-    let mut parts = Vec::new();
-    let units = crate::rules::regime::utilisation(f);
-    if !units.is_empty() {
-        let u: Vec<String> = units.iter().map(|(name, pct, _)| format!("{name} {}%", fmt_num(*pct))).collect();
-        parts.push(format!("{} of peak", u.join(", ")));
+    use crate::rules::{fmt_num, thresholds::SOL_IDLE_PCT};
+    let mut units = crate::rules::regime::utilisation(f);
+    units.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let Some((first, rest)) = units.split_first() else { return String::new() };
+    let then: Vec<String> = rest.iter().map(|(name, pct, _)| format!("{name} {}%", fmt_num(*pct))).collect();
+    let then = if then.is_empty() { String::new() } else { format!(", then {}", then.join(", ")) };
+    let busiest = format!("busiest {} at {}% of peak{then}", first.0, fmt_num(first.1));
+    if first.1 < SOL_IDLE_PCT {
+        format!("every unit is under {}% of its peak ({busiest})", fmt_num(SOL_IDLE_PCT))
+    } else {
+        busiest
     }
-    match (&f.achieved_occupancy_pct, &f.theoretical_occupancy_pct) {
-        (Some(a), Some(t)) => {
-            let limiter = f.occupancy_limit.as_ref().map(|l| format!(" (limited by {})", l.limiter.label())).unwrap_or_default();
-            parts.push(format!("occupancy {}% of a theoretical {}%{limiter}", fmt_num(a.value), fmt_num(t.value)));
-        }
-        (None, Some(t)) => parts.push(format!("theoretical occupancy {}%", fmt_num(t.value))),
-        _ => {}
-    }
-    parts.join("; ")
 }
 
-/// "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks": how the grid fills
-/// the GPU (empty when neither the grid nor the waves are known).
+/// "limited by the registers each thread uses: achieved 60% of a theoretical 75%" (empty when the
+/// profile has no occupancy).
+fn occupancy_line(f: &crate::facts::Facts) -> String {
+    use crate::rules::fmt_num;
+    // At a theoretical 100% nothing limits: the smallest limit is only the first of several ties.
+    let below_max = f.theoretical_occupancy_pct.as_ref().is_some_and(|t| t.value < 99.5);
+    let limiter = f
+        .occupancy_limit
+        .as_ref()
+        .filter(|_| below_max)
+        .map(|l| format!("limited by {}: ", l.limiter.resource()))
+        .unwrap_or_default();
+    match (&f.achieved_occupancy_pct, &f.theoretical_occupancy_pct) {
+        (Some(a), Some(t)) => format!("{limiter}achieved {}% of a theoretical {}%", fmt_num(a.value), fmt_num(t.value)),
+        (None, Some(t)) => format!("{limiter}theoretical {}%", fmt_num(t.value)),
+        _ => String::new(),
+    }
+}
+
+/// "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks", or
+/// for a larger grid how many full waves it runs: how the grid fills the GPU (empty when neither
+/// the grid nor the waves are known).
 fn grid_line(f: &crate::facts::Facts) -> String {
     use crate::rules::fmt_num;
     let mut parts = Vec::new();
-    match (&f.grid_blocks, &f.sm_count) {
-        (Some(b), Some(s)) if b.value < s.value => parts.push(format!(
-            "{} blocks for {} SMs (fewer blocks than SMs: {} SMs get no block)",
-            fmt_num(b.value),
-            fmt_num(s.value),
-            fmt_num(s.value - b.value)
-        )),
-        (Some(b), Some(s)) => parts.push(format!("{} blocks for {} SMs", fmt_num(b.value), fmt_num(s.value))),
-        _ => {}
-    }
+    let short = match (&f.grid_blocks, &f.sm_count) {
+        (Some(b), Some(s)) if b.value < s.value => {
+            parts.push(format!(
+                "{} blocks for {} SMs (fewer blocks than SMs: {} SMs get no block)",
+                fmt_num(b.value),
+                fmt_num(s.value),
+                fmt_num(s.value - b.value)
+            ));
+            true
+        }
+        (Some(b), Some(s)) => {
+            parts.push(format!("{} blocks for {} SMs", fmt_num(b.value), fmt_num(s.value)));
+            false
+        }
+        _ => false,
+    };
     if let Some(w) = &f.waves_per_sm {
-        parts.push(format!("{} waves of blocks", fmt_num(w.value)));
+        let fill = match w.value {
+            _ if short => "",
+            x if x < 1.0 => ": less than one full wave (every SM gets a block, but slots are left empty)",
+            x if x <= 4.0 => ": between one and four full waves",
+            _ => ": more than four waves, so the last partial wave hardly matters",
+        };
+        parts.push(format!("{} waves of blocks{fill}", fmt_num(w.value)));
     }
     parts.join("; ")
 }
 
-/// "global loads use 8 of each 32-byte sector, stores 32 of 32; shared-memory bank conflicts
-/// 0% of wavefronts": how well the kernel's accesses use what they move (empty when the profile
-/// has no access-pattern metrics).
+/// "most wasted: global loads (uncoalesced: a warp's loads use 8 of each 32-byte sector); global
+/// stores use 32 of each 32-byte sector; shared-memory bank conflicts cause 0% of shared
+/// wavefronts": how well the kernel's accesses use what they move, the most wasteful first (empty
+/// when the profile has no access-pattern metrics).
 fn access_line(f: &crate::facts::Facts) -> String {
-    use crate::rules::fmt_num;
-    let mut parts = Vec::new();
-    let bytes = |what: &str, fact: &Option<crate::facts::Fact>| {
-        fact.as_ref().map(|b| format!("global {what} use {} of each 32-byte sector", fmt_num(b.value.min(32.0))))
+    use crate::rules::{fmt_num, thresholds::ACCESS_WELL_USED_WASTE};
+    // (waste as a share of what is moved, the statement, the statement when it leads)
+    let mut parts: Vec<(f64, String, String)> = Vec::new();
+    // ncu's count of sectors beyond the ideal pattern, when it finds (almost) none, outranks the
+    // SASS bytes-per-sector ratios (which count asynchronous copies at a fraction of their bytes),
+    // as in the rule layer (`estimate::coalescing_waste_source`).
+    let excess = f.global_excessive_sectors_pct.as_ref().map(|x| x.value);
+    let per_direction = if excess.is_some_and(|x| x / 100.0 < ACCESS_WELL_USED_WASTE) {
+        [("loads", &None), ("stores", &None)]
+    } else {
+        [("loads", &f.global_load_bytes_per_sector), ("stores", &f.global_store_bytes_per_sector)]
     };
-    parts.extend(bytes("loads", &f.global_load_bytes_per_sector));
-    parts.extend(bytes("stores", &f.global_store_bytes_per_sector));
+    for (what, fact) in per_direction {
+        if let Some(b) = fact {
+            let used = b.value.clamp(0.0, 32.0);
+            if used <= 0.0 {
+                // No request counted (none issued, or all through TMA/async copies): nothing wasted.
+                let none = format!("no global {what} counted");
+                parts.push((0.0, none.clone(), none));
+                continue;
+            }
+            let waste = 1.0 - used / 32.0;
+            let plain = format!("global {what} use {} of each 32-byte sector", fmt_num(used));
+            let lead = format!("global {what} (uncoalesced: a warp's {what} use {} of each 32-byte sector)", fmt_num(used));
+            parts.push((waste, plain, lead));
+        }
+    }
     if parts.is_empty() {
         if let Some(x) = &f.global_excessive_sectors_pct {
-            parts.push(format!("{}% of global sectors are beyond what a coalesced pattern needs", fmt_num(x.value)));
+            let plain = format!("{}% of global sectors are beyond what a coalesced pattern needs", fmt_num(x.value));
+            let lead = format!("global loads and stores (uncoalesced: {plain})");
+            parts.push((x.value / 100.0, plain, lead));
         }
     }
     if let Some(c) = &f.shared_bank_conflict_pct {
-        parts.push(format!("shared-memory bank conflicts cause {}% of shared wavefronts", fmt_num(c.value)));
+        let plain = format!("shared-memory bank conflicts cause {}% of shared wavefronts", fmt_num(c.value));
+        parts.push((c.value / 100.0, plain.clone(), format!("shared memory ({plain})")));
     }
-    parts.join("; ")
+    parts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let Some(((top, _, lead), rest)) = parts.split_first() else { return String::new() };
+    let rest: Vec<&str> = rest.iter().map(|p| p.1.as_str()).collect();
+    let rest = if rest.is_empty() { String::new() } else { format!("; {}", rest.join("; ")) };
+    if *top < ACCESS_WELL_USED_WASTE {
+        let all: Vec<&str> = parts.iter().map(|p| p.1.as_str()).collect();
+        return format!("every access pattern measured uses its sectors and banks well: {}", all.join("; "));
+    }
+    format!("most wasted: {lead}{rest}")
 }
 
 /// "long_scoreboard 12.3 (45%), barrier 4.1 (15%)": the top stall reasons in cycles per issued
@@ -284,16 +347,66 @@ mod tests {
         assert_eq!(grid_line(&f), "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks");
         assert_eq!(
             access_line(&f),
-            "global loads use 8 of each 32-byte sector; global stores use 32 of each 32-byte sector; \
-             shared-memory bank conflicts cause 0% of shared wavefronts"
+            "most wasted: global loads (uncoalesced: a warp's loads use 8 of each 32-byte sector); \
+             global stores use 32 of each 32-byte sector; shared-memory bank conflicts cause 0% of shared wavefronts"
+        );
+        // ncu's count of sectors beyond the ideal outranks the SASS ratio (asynchronous copies).
+        f.global_excessive_sectors_pct = fact("global_excessive_sectors_pct", 0.0);
+        assert_eq!(
+            access_line(&f),
+            "every access pattern measured uses its sectors and banks well: \
+             0% of global sectors are beyond what a coalesced pattern needs; shared-memory bank conflicts cause 0% of shared wavefronts"
+        );
+        f.global_excessive_sectors_pct = None;
+        f.global_load_bytes_per_sector = fact("global_load_bytes_per_sector", 0.0);
+        f.shared_bank_conflict_pct = fact("shared_bank_conflict_pct", 50.0);
+        assert_eq!(
+            access_line(&f),
+            "most wasted: shared memory (shared-memory bank conflicts cause 50% of shared wavefronts); \
+             no global loads counted; global stores use 32 of each 32-byte sector"
         );
         f.grid_blocks = fact("grid_blocks", 12288.0);
         f.global_load_bytes_per_sector = None;
         f.global_store_bytes_per_sector = None;
         f.shared_bank_conflict_pct = None;
-        assert_eq!(grid_line(&f), "12288 blocks for 132 SMs; 0.73 waves of blocks");
+        assert_eq!(grid_line(&f), "12288 blocks for 132 SMs; 0.73 waves of blocks: less than one full wave (every SM gets a block, but slots are left empty)");
+        f.waves_per_sm = fact("waves_per_sm", 2.5);
+        assert!(grid_line(&f).ends_with("waves of blocks: between one and four full waves"), "{}", grid_line(&f));
+        f.waves_per_sm = fact("waves_per_sm", 93.0);
+        assert!(grid_line(&f).ends_with(": more than four waves, so the last partial wave hardly matters"));
         assert_eq!(access_line(&f), "");
         assert_eq!(grid_line(&crate::facts::Facts::default()), "");
+    }
+
+    #[test]
+    fn the_units_line_names_the_busiest_unit_first_and_says_when_none_is_busy() {
+        let pct = |key: &'static str, v: f64| {
+            let metric = format!("{key}.avg.pct_of_peak_sustained_elapsed");
+            Some(crate::facts::Fact {
+                key,
+                label: key,
+                value: v,
+                unit: "%",
+                evidence: vec![crate::facts::Evidence {
+                    metric,
+                    value: v,
+                    unit: "%".into(),
+                    raw_value: v.to_string(),
+                    raw_unit: "%".into(),
+                    origin: String::new(),
+                }],
+            })
+        };
+        let mut f = crate::facts::Facts {
+            sm_throughput_pct: pct("sm_throughput_pct", 40.0),
+            dram_throughput_pct: pct("dram_throughput_pct", 85.0),
+            ..Default::default()
+        };
+        assert_eq!(units_line(&f), "busiest DRAM at 85% of peak, then SM 40%");
+        f.dram_throughput_pct = pct("dram_throughput_pct", 5.0);
+        f.sm_throughput_pct = pct("sm_throughput_pct", 12.0);
+        assert_eq!(units_line(&f), "every unit is under 30% of its peak (busiest SM at 12% of peak, then DRAM 5%)");
+        assert_eq!(units_line(&crate::facts::Facts::default()), "");
     }
 
     /// Words as tokens: enough to test the fitting without a model.

@@ -34,6 +34,13 @@ pub mod thresholds {
     /// Below this top throughput a launch whose grid has fewer blocks than SMs is "grid too small"
     /// (same 60% as above; LaunchStats' small-grid rule compares blocks to SMs).
     pub const SOL_LOW_PCT: f64 = 60.0;
+    /// Every unit under this % of peak: no unit is near its limit, so latency or launch overhead
+    /// sets the time (half the busy threshold; keet eval's `idle_all_below_pct` is the same 30%).
+    pub const SOL_IDLE_PCT: f64 = 30.0;
+    /// An access pattern that wastes under this share of what it moves (bytes of each sector, or
+    /// shared wavefronts to bank conflicts) uses its sectors and banks well (keet's choice: within
+    /// a tenth of ideal; keet eval's `waste_none_below` is the same 0.10).
+    pub const ACCESS_WELL_USED_WASTE: f64 = 0.10;
     /// At or above this % of peak a unit is saturated (ncu's SOL rule: "above 80%").
     pub const SOL_SATURATED_PCT: f64 = 80.0;
     /// Global loads/stores using fewer bytes per 32-byte sector than this are uncoalesced

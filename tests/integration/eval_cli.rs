@@ -300,3 +300,41 @@ fn bad_answer_files_name_the_line_and_exit_2() {
         assert!(o.stdout.is_empty(), "{what}: no partial report");
     }
 }
+
+/// keet's context states each question's keyed answer in one line, in the question's terms, on every
+/// corpus profile (`expert/eval.toml [statements]`): no key goes unstated, and keet's rule layer
+/// and the keys disagree on at most a few library kernels whose key is the generic fix.
+#[test]
+fn the_context_states_every_questions_key() {
+    let o = keet(&["eval", corpus("").to_str().unwrap(), "--no-llm", "--seeds", "0,1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let table: Vec<Vec<&str>> = err
+        .lines()
+        .skip_while(|l| !l.starts_with("question kind"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let overall = table.iter().find(|r| r[0] == "overall").unwrap_or_else(|| panic!("no overall row:\n{err}"));
+    let count = |row: &[&str], col: usize| row[col].parse::<usize>().unwrap();
+    let (n, option_words, not_stated, contradicts) = (count(overall, 1), count(overall, 2), count(overall, 4), count(overall, 5));
+    assert!(n >= 200, "{err}");
+    assert_eq!(not_stated, 0, "every key is stated:\n{err}");
+    assert!(contradicts * 50 <= n, "the rule layer and the keys disagree on {contradicts} of {n}:\n{err}");
+    assert!(option_words * 10 >= n * 8, "stated in the options' own words: {option_words} of {n}:\n{err}");
+}
+
+#[test]
+fn a_bad_peer_context_file_names_its_line_before_any_model_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let peer = dir.path().join("peer.jsonl");
+    std::fs::write(&peer, "{\"id\": \"s0-q9999\", \"context\": \"x\"}\n").unwrap();
+    let f = corpus("rtxa2000-sample/addConstDouble.ncu-rep");
+    let arg = format!("peer={}", peer.display());
+    let o = keet(&["eval", f.to_str().unwrap(), "--formats", "context", "--context", &arg, "--model", "/nonexistent.gguf"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("peer.jsonl:1: question \"s0-q9999\" is not one of this run's questions"), "{err}");
+    let o = keet(&["eval", f.to_str().unwrap(), "--context", "context=x.jsonl", "--no-llm"]);
+    assert_eq!(o.status.code(), Some(2), "a peer may not take one of keet's names");
+}

@@ -120,3 +120,26 @@ fn a_choice_must_be_one_token() {
     let e = engine.choose(&m, &["A", "a long answer"]).unwrap_err().to_string();
     assert!(e.contains("one token"), "{e}");
 }
+
+/// A peer's contexts (`--context NAME=FILE.jsonl`) are asked exactly as keet's are: a peer whose
+/// context is keet's own text gets the same prompts, and so the same letters, as the context format.
+#[test]
+fn a_peer_format_is_asked_as_keets_formats_are() {
+    if llm_support::skip() {
+        return;
+    }
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
+    let mut set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1 }).unwrap();
+    let by_question: Vec<String> = set.questions.iter().map(|q| set.contexts[q.context].context.clone()).collect();
+    set.peers.push(eval::peers::PeerContexts { name: "copy".into(), file: "copy.jsonl".into(), by_question });
+    let mut engine = small_model();
+    let formats = [eval::peers::Format::Keet(Condition::Context), eval::peers::Format::Peer(0, "copy".into())];
+    let plan = answer::plan_formats(&set, &engine, &formats, 1).unwrap();
+    let prompts = |name: &str| plan.jobs.iter().filter(|j| j.format.name() == name).map(|j| j.messages[1].content.clone()).collect::<Vec<_>>();
+    assert_eq!(prompts("copy"), prompts("context"));
+    let run = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
+    for a in &run.answers {
+        assert_eq!(a.given.get("copy"), a.given.get("context"), "{}", a.id);
+    }
+    assert_eq!(run.costs.iter().map(|c| c.format.as_str()).collect::<Vec<_>>(), ["context", "copy"]);
+}
