@@ -197,3 +197,8 @@ pub fn inspect_files(files: &[PathBuf], jobs: usize, all_metrics: bool) -> Resul
     }
     Ok(doc)
 }
+
+/// A launch's `gpu__time_duration.sum` in ns (0 when absent): what kernel groups are ranked by.
+pub fn duration_ns(l: &Launch) -> f64 {
+    l.metrics.get("gpu__time_duration.sum").filter(|m| *m.unit == crate::profile::Unit::Nanoseconds).and_then(|m| m.as_f64()).unwrap_or(0.0)
+}

@@ -9,7 +9,7 @@
 //! context is improved by).
 
 use super::questions::QuestionKind;
-use super::score::Answered;
+use super::score::{Answered, CauseRow};
 use super::Question;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,32 +29,17 @@ pub enum Stated {
     Contradicts,
 }
 
-/// One row of a causes table: a question kind (or `overall`) and its counts.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CauseRow {
-    pub kind: String,
-    /// Questions counted (wrong answers for [`tally`], every question for [`states`]).
-    pub questions: usize,
-    pub option_words: usize,
-    pub other_words: usize,
-    pub not_stated: usize,
-    pub contradicts: usize,
-    /// Up to three question ids whose context contradicts the key (to look into).
-    pub contradicting: Vec<String>,
-}
-
-impl CauseRow {
-    fn add(&mut self, stated: Stated, id: &str) {
-        self.questions += 1;
-        match stated {
-            Stated::OptionWords => self.option_words += 1,
-            Stated::OtherWords => self.other_words += 1,
-            Stated::NotStated => self.not_stated += 1,
-            Stated::Contradicts => {
-                self.contradicts += 1;
-                if self.contradicting.len() < 3 {
-                    self.contradicting.push(id.to_string());
-                }
+/// Counts one question in `row`.
+fn count(row: &mut CauseRow, stated: Stated, id: &str) {
+    row.questions += 1;
+    match stated {
+        Stated::OptionWords => row.option_words += 1,
+        Stated::OtherWords => row.other_words += 1,
+        Stated::NotStated => row.not_stated += 1,
+        Stated::Contradicts => {
+            row.contradicts += 1;
+            if row.contradicting.len() < 3 {
+                row.contradicting.push(id.to_string());
             }
         }
     }
@@ -179,8 +164,8 @@ fn rows(items: impl Iterator<Item = (QuestionKind, Stated, String)>) -> Vec<Caus
     let mut by_kind: BTreeMap<QuestionKind, CauseRow> = BTreeMap::new();
     let mut overall = CauseRow { kind: "overall".into(), ..Default::default() };
     for (kind, stated, id) in items {
-        by_kind.entry(kind).or_insert_with(|| CauseRow { kind: kind.name().into(), ..Default::default() }).add(stated, &id);
-        overall.add(stated, &id);
+        count(by_kind.entry(kind).or_insert_with(|| CauseRow { kind: kind.name().into(), ..Default::default() }), stated, &id);
+        count(&mut overall, stated, &id);
     }
     by_kind.into_values().chain(std::iter::once(overall)).collect()
 }

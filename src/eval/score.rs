@@ -124,12 +124,26 @@ pub struct EvalReport {
     /// `--twins` with the explained format: the model's own edits against the real fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edits: Option<super::twins::EditScore>,
-    /// Every question by how keet's `context` format states its keyed answer ([`super::causes`]).
+    /// Every question by how keet's `context` format states its keyed answer (`eval::causes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub context_states: Vec<super::causes::CauseRow>,
+    pub context_states: Vec<CauseRow>,
     /// The questions the `context` format got wrong, by how the context states their key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub wrong_answer_causes: Vec<super::causes::CauseRow>,
+    pub wrong_answer_causes: Vec<CauseRow>,
+}
+
+/// One row of a causes table: a question kind (or `overall`) and its counts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CauseRow {
+    pub kind: String,
+    /// Questions counted (wrong answers for [`tally`], every question for [`states`]).
+    pub questions: usize,
+    pub option_words: usize,
+    pub other_words: usize,
+    pub not_stated: usize,
+    pub contradicts: usize,
+    /// Up to three question ids whose context contradicts the key (to look into).
+    pub contradicting: Vec<String>,
 }
 
 /// What a question needs for scoring.

@@ -64,34 +64,7 @@ pub struct ExplainOptions {
     pub edit: bool,
 }
 
-/// How the model writes the sentences of a finding (`--prose`). All three go through the same
-/// validator and prose gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProseMode {
-    /// Free sentences under the grounded grammar: numbers only from the launch's facts, GPU terms
-    /// from the glossary and the kernel's identifiers, a paragraph explanation and up to three
-    /// suggestions. The default, for a model that can write (the default Qwen2.5-Coder-1.5B).
-    #[default]
-    Free,
-    /// A worked example in the prompt, and shorter digit-free sentences that must start with the
-    /// opening words of the expert text for the category: for a tiny model (SmolLM2-135M).
-    Guided,
-    /// The claim as in `guided`; the explanation and suggestions chosen among expert-written causes
-    /// (the category's explanation, the launch's own top stall reasons) and fixes, all supported by
-    /// the facts.
-    Choose,
-}
-
-impl ProseMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProseMode::Free => "free",
-            ProseMode::Guided => "guided",
-            ProseMode::Choose => "choose",
-        }
-    }
-}
+pub use crate::report::batch::ProseMode;
 
 impl Default for ExplainOptions {
     fn default() -> Self {

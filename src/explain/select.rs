@@ -64,10 +64,7 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
     (profiles, errors)
 }
 
-/// A launch's `gpu__time_duration.sum` in ns (0 when absent): what groups are ranked by.
-pub fn duration_ns(l: &Launch) -> f64 {
-    l.metrics.get("gpu__time_duration.sum").filter(|m| *m.unit == crate::profile::Unit::Nanoseconds).and_then(|m| m.as_f64()).unwrap_or(0.0)
-}
+pub use crate::analysis::duration_ns;
 
 /// What makes launches identical: kernel name, grid size and block size.
 type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
