@@ -18,5 +18,5 @@ pub mod threads;
 pub mod tokenizer;
 
 pub use engine::{Engine, EngineOptions, GenerateOptions, Generation, ModelInfo, StopReason, Timings};
-pub use model::{CausalLm, LlmError, WeightBytes};
+pub use model::{CausalLm, LlmError, Sequences, SlotRun, WeightBytes};
 pub use template::ChatMessage;
