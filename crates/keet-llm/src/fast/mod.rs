@@ -1544,7 +1544,7 @@ fn attention_gqa(pool: &Pool, c: &Config, kv: &[(&LayerKv, usize)], q: &[f32], o
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod tests_qwen;

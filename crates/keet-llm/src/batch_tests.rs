@@ -1,0 +1,108 @@
+//! Batched generation against each request generated alone, on the installed SmolLM2-135M (the
+//! fast CPU engine's Llama path). They skip (with a message) when the model is not installed;
+//! the model-free check of the batched step itself is `fast::tests_qwen::batched_slots_equal_each_sequence_alone`.
+
+use serde_json::json;
+
+use crate::batch::Request;
+use crate::engine::{Engine, EngineOptions, GenerateOptions, Generation};
+use crate::shared::{Generate, SharedEngine};
+use crate::template::ChatMessage;
+
+fn smollm2() -> Option<Engine> {
+    let Some(path) = crate::fast::tests::test_model_path() else {
+        eprintln!("SKIP: SmolLM2-135M-Instruct.Q4_1.gguf not installed (or set KEET_TEST_MODEL)");
+        return None;
+    };
+    let opts = EngineOptions { model: Some(path.to_string_lossy().into_owned()), device: None, threads: Some(2) };
+    let engine = Engine::load(&opts).expect("SmolLM2 loads");
+    assert_eq!(engine.info.implementation, "fast", "the fast CPU engine runs SmolLM2");
+    Some(engine)
+}
+
+/// Six requests of different lengths: greedy, seeded sampling (two seeds), a JSON schema greedy
+/// and sampled, and a plain text prompt.
+fn requests() -> Vec<Request> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "bound": {"type": "string", "enum": ["memory", "compute", "latency"]},
+            "reason": {"type": "string", "maxLength": 60}
+        },
+        "required": ["bound", "reason"],
+        "additionalProperties": false
+    });
+    let ask = |text: &str| vec![ChatMessage::system("You explain GPU kernel profiles."), ChatMessage::user(text)];
+    let greedy = GenerateOptions { max_tokens: 20, ..Default::default() };
+    let sampled = |seed| GenerateOptions { max_tokens: 20, temperature: 0.8, top_p: 0.9, seed, ..Default::default() };
+    let long = "The kernel reads 2 GB from global memory, its DRAM throughput is 91 % of peak and the SM \
+                busy time 12 %. What limits it?";
+    vec![
+        Request::messages(ask("Why is a kernel with 95 % DRAM throughput memory bound?"), greedy.clone(), None),
+        Request::messages(ask(long), sampled(7), None),
+        Request::messages(ask("Name one way to raise occupancy."), sampled(42), None),
+        Request::messages(ask(long), GenerateOptions { max_tokens: 40, ..greedy.clone() }, Some(schema.clone())),
+        Request::messages(ask("Is a kernel at 10 % of peak compute bound?"), sampled(3), Some(schema)),
+        Request { prompt: crate::batch::Prompt::Text("Shared memory bank conflicts happen when".into()), options: greedy, schema: None },
+    ]
+}
+
+fn assert_same(alone: &Generation, together: &Generation, what: &str) {
+    assert_eq!(alone.tokens, together.tokens, "{what}: tokens differ");
+    assert_eq!(alone.text, together.text, "{what}: text differs");
+    assert_eq!(alone.stop_reason, together.stop_reason, "{what}: stop reason differs");
+}
+
+/// Every request batched (3 slots for 6 requests: continuous batching) gives the tokens, text and
+/// stop reason it gets alone (`Engine::generate`, with its prompt-lookup drafts), greedy, sampled
+/// and under a schema; run twice, the second time reusing the slots' prompt prefixes.
+#[test]
+fn batched_generation_equals_each_request_alone() {
+    let Some(mut engine) = smollm2() else { return };
+    let alone: Vec<Generation> = requests().iter().map(|r| engine.generate_request(r).unwrap()).collect();
+    assert!(alone.iter().any(|g| g.tokens.len() >= 10), "some answers are long enough to test decoding");
+    for round in 0..2 {
+        let together = engine.generate_batch(requests(), 3);
+        for (i, (a, b)) in alone.iter().zip(&together).enumerate() {
+            assert_same(a, b.as_ref().unwrap(), &format!("round {round}, request {i}"));
+        }
+        let reused: Vec<usize> = together.iter().map(|g| g.as_ref().unwrap().timings.reused_tokens).collect();
+        eprintln!("round {round}: prompt tokens reused {reused:?}");
+        if round == 1 {
+            // the chat requests share the system prompt with what their slot held before
+            assert!(reused.iter().filter(|&&n| n > 0).count() >= 4, "slots' prompts reused: {reused:?}");
+        }
+    }
+    let json: serde_json::Value = serde_json::from_str(&alone[3].text).expect("the schema's answer is JSON");
+    assert!(json["bound"].is_string(), "{json}");
+}
+
+/// Requests from several threads through handles of one shared engine (2 slots, 4 threads): each
+/// answer is what the request gets alone, and the engine comes back.
+#[test]
+fn shared_engine_answers_threads_as_alone() {
+    let Some(mut engine) = smollm2() else { return };
+    let requests = requests();
+    let alone: Vec<Generation> = requests.iter().take(4).map(|r| engine.generate_request(r).unwrap()).collect();
+    let shared = SharedEngine::start(engine, 2).unwrap();
+    let together: Vec<Generation> = std::thread::scope(|s| {
+        let workers: Vec<_> = requests
+            .iter()
+            .take(4)
+            .map(|r| {
+                let mut handle = shared.handle();
+                s.spawn(move || {
+                    let crate::batch::Prompt::Messages(messages) = &r.prompt else { panic!("messages") };
+                    handle.generate(messages, &r.options, r.schema.as_ref()).unwrap()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    for (i, (a, b)) in alone.iter().zip(&together).enumerate() {
+        assert_same(a, b, &format!("thread {i}"));
+    }
+    let mut engine = shared.stop().unwrap();
+    let again = engine.generate_request(&requests[0]).unwrap();
+    assert_same(&alone[0], &again, "the engine after the shared run");
+}
