@@ -21,15 +21,16 @@ fn smollm2() -> Option<Engine> {
 }
 
 /// Six requests of different lengths: greedy, seeded sampling (two seeds), a JSON schema greedy
-/// and sampled, and a plain text prompt.
+/// and sampled (its long second key is a run of forced tokens longer than a batched step takes,
+/// which goes through the model alone), and a plain text prompt.
 fn requests() -> Vec<Request> {
     let schema = json!({
         "type": "object",
         "properties": {
             "bound": {"type": "string", "enum": ["memory", "compute", "latency"]},
-            "reason": {"type": "string", "maxLength": 60}
+            "reason_in_one_short_sentence_for_the_developer": {"type": "string", "maxLength": 60}
         },
-        "required": ["bound", "reason"],
+        "required": ["bound", "reason_in_one_short_sentence_for_the_developer"],
         "additionalProperties": false
     });
     let ask = |text: &str| vec![ChatMessage::system("You explain GPU kernel profiles."), ChatMessage::user(text)];
@@ -105,4 +106,29 @@ fn shared_engine_answers_threads_as_alone() {
     let mut engine = shared.stop().unwrap();
     let again = engine.generate_request(&requests[0]).unwrap();
     assert_same(&alone[0], &again, "the engine after the shared run");
+}
+
+/// Decode speed one at a time against batched on the default model (Qwen2.5-Coder-1.5B Q4_K_M),
+/// 2 threads: `cargo test -p keet-llm --lib concurrency_numbers -- --ignored --nocapture`
+/// (`KEET_BENCH_CONCURRENCY`, default 1,2,4,8; `KEET_BENCH_TOKENS`, default 48). Also
+/// `keet bench llm --concurrency 1,2,4,8`.
+#[test]
+#[ignore]
+fn concurrency_numbers() {
+    let path = crate::resolve::models_dir().join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+    if !path.is_file() {
+        eprintln!("SKIP concurrency_numbers: {} not installed", path.display());
+        return;
+    }
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.into());
+    let concurrency: Vec<usize> = env("KEET_BENCH_CONCURRENCY", "1,2,4,8").split(',').filter_map(|v| v.trim().parse().ok()).collect();
+    let tokens: usize = env("KEET_BENCH_TOKENS", "48").parse().unwrap();
+    let opts = EngineOptions { model: Some(path.to_string_lossy().into_owned()), device: None, threads: Some(2) };
+    let mut engine = Engine::load(&opts).unwrap();
+    let widest = concurrency.iter().copied().max().unwrap_or(1);
+    let requests = crate::concurrency::kernel_questions(widest, tokens);
+    let rows = crate::concurrency::compare(&mut engine, &requests, &concurrency).unwrap();
+    println!("model {} ({}, {} threads), cpu {}", path.display(), engine.info.implementation, engine.info.threads, crate::concurrency::cpu_model());
+    crate::concurrency::print_rows(&rows);
+    assert!(rows.iter().all(|r| r.same_tokens), "batched answers differ from the answers alone");
 }

@@ -4,6 +4,7 @@
 
 pub mod ask;
 pub mod batch;
+pub mod concurrency;
 pub mod constraint;
 pub mod device;
 pub mod engine;
