@@ -52,14 +52,13 @@ pub struct Ask<'a> {
 ///
 /// `engine`: an [`crate::Engine`], or an [`crate::EngineHandle`] so that several asks on threads share
 /// one model's decode steps ([`crate::shared`]).
-pub fn ask<G, T, E>(
-    engine: &mut G,
+pub fn ask<T, E>(
+    engine: &mut (impl Generate + ?Sized),
     question: Ask<'_>,
     mut check: impl FnMut(&mut T) -> Result<(), Vec<String>>,
     reask: impl Fn(&[String]) -> Result<String, E>,
 ) -> Result<AskOutcome<T>, E>
 where
-    G: Generate + ?Sized,
     T: DeserializeOwned,
     E: From<LlmError>,
 {

@@ -1,13 +1,55 @@
-//! Batched generation against each request generated alone, on the installed SmolLM2-135M (the
-//! fast CPU engine's Llama path). They skip (with a message) when the model is not installed;
-//! the model-free check of the batched step itself is `fast::tests_qwen::batched_slots_equal_each_sequence_alone`.
+//! Batched generation against each request generated alone: on a tiny synthetic Qwen2 model with
+//! a byte-level tokenizer (no model file: always runs) and on the installed SmolLM2-135M (the fast
+//! CPU engine's Llama path; skips with a message when the model is not installed). The check of
+//! the batched step itself is `fast::tests_qwen::batched_slots_equal_each_sequence_alone`.
 
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::Value as MetaValue;
 use serde_json::json;
 
 use crate::batch::Request;
 use crate::engine::{Engine, EngineOptions, GenerateOptions, Generation};
+use crate::fast::tests_qwen::{synthetic_qwen_gguf_with, VOCAB};
 use crate::shared::{Generate, SharedEngine};
 use crate::template::ChatMessage;
+
+/// GPT-2's byte-to-character map: the token text of each byte in a byte-level vocabulary.
+fn byte_level_chars() -> Vec<String> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let mut unprintable = 0;
+    (0..256u32)
+        .map(|b| {
+            let code = if printable(b) {
+                b
+            } else {
+                unprintable += 1;
+                255 + unprintable
+            };
+            char::from_u32(code).expect("a character").to_string()
+        })
+        .collect()
+}
+
+/// The synthetic Qwen2 model of `fast::tests_qwen` with a byte-level tokenizer (tokens 0-255 the
+/// bytes, the rest control tokens, the last one the end token), written into `dir` and loaded.
+fn synthetic_engine(dir: &Path) -> Engine {
+    let mut tokens = byte_level_chars();
+    tokens.extend((256..VOCAB).map(|i| format!("<|control_{i}|>")));
+    let types = (0..VOCAB).map(|i| MetaValue::I32(if i < 256 { 1 } else { 3 })).collect();
+    let metadata = vec![
+        ("tokenizer.ggml.model".to_string(), MetaValue::String("gpt2".into())),
+        ("tokenizer.ggml.tokens".to_string(), MetaValue::Array(tokens.into_iter().map(MetaValue::String).collect())),
+        ("tokenizer.ggml.token_type".to_string(), MetaValue::Array(types)),
+        ("tokenizer.ggml.eos_token_id".to_string(), MetaValue::U32(VOCAB as u32 - 1)),
+    ];
+    let path = dir.join("tiny-qwen2.gguf");
+    std::fs::write(&path, synthetic_qwen_gguf_with("qwen2", metadata)).unwrap();
+    let opts = EngineOptions { model: Some(path.to_string_lossy().into_owned()), device: None, threads: Some(2) };
+    let engine = Engine::load(&opts).expect("the synthetic model loads");
+    assert_eq!(engine.info.implementation, "fast", "the fast CPU engine runs the synthetic model");
+    engine
+}
 
 fn smollm2() -> Option<Engine> {
     let Some(path) = crate::fast::tests::test_model_path() else {
@@ -28,11 +70,13 @@ fn requests() -> Vec<Request> {
         "type": "object",
         "properties": {
             "bound": {"type": "string", "enum": ["memory", "compute", "latency"]},
-            "reason_in_one_short_sentence_for_the_developer": {"type": "string", "maxLength": 60}
+            "reason_in_one_short_sentence_for_the_developer": {"type": "string", "maxLength": 24}
         },
         "required": ["bound", "reason_in_one_short_sentence_for_the_developer"],
         "additionalProperties": false
     });
+    // the schema's bound as budget: that answer is always complete JSON
+    let bound = crate::constraint::max_tokens_bound(&schema).unwrap();
     let ask = |text: &str| vec![ChatMessage::system("You explain GPU kernel profiles."), ChatMessage::user(text)];
     let greedy = GenerateOptions { max_tokens: 20, ..Default::default() };
     let sampled = |seed| GenerateOptions { max_tokens: 20, temperature: 0.8, top_p: 0.9, seed, ..Default::default() };
@@ -42,7 +86,7 @@ fn requests() -> Vec<Request> {
         Request::messages(ask("Why is a kernel with 95 % DRAM throughput memory bound?"), greedy.clone(), None),
         Request::messages(ask(long), sampled(7), None),
         Request::messages(ask("Name one way to raise occupancy."), sampled(42), None),
-        Request::messages(ask(long), GenerateOptions { max_tokens: 40, ..greedy.clone() }, Some(schema.clone())),
+        Request::messages(ask(long), GenerateOptions { max_tokens: bound, ..greedy.clone() }, Some(schema.clone())),
         Request::messages(ask("Is a kernel at 10 % of peak compute bound?"), sampled(3), Some(schema)),
         Request { prompt: crate::batch::Prompt::Text("Shared memory bank conflicts happen when".into()), options: greedy, schema: None },
     ]
@@ -57,9 +101,7 @@ fn assert_same(alone: &Generation, together: &Generation, what: &str) {
 /// Every request batched (3 slots for 6 requests: continuous batching) gives the tokens, text and
 /// stop reason it gets alone (`Engine::generate`, with its prompt-lookup drafts), greedy, sampled
 /// and under a schema; run twice, the second time reusing the slots' prompt prefixes.
-#[test]
-fn batched_generation_equals_each_request_alone() {
-    let Some(mut engine) = smollm2() else { return };
+fn check_batched_equals_alone(engine: &mut Engine) {
     let alone: Vec<Generation> = requests().iter().map(|r| engine.generate_request(r).unwrap()).collect();
     assert!(alone.iter().any(|g| g.tokens.len() >= 10), "some answers are long enough to test decoding");
     for round in 0..2 {
@@ -80,9 +122,7 @@ fn batched_generation_equals_each_request_alone() {
 
 /// Requests from several threads through handles of one shared engine (2 slots, 4 threads): each
 /// answer is what the request gets alone, and the engine comes back.
-#[test]
-fn shared_engine_answers_threads_as_alone() {
-    let Some(mut engine) = smollm2() else { return };
+fn check_shared_engine(mut engine: Engine) {
     let requests = requests();
     let alone: Vec<Generation> = requests.iter().take(4).map(|r| engine.generate_request(r).unwrap()).collect();
     let shared = SharedEngine::start(engine, 2).unwrap();
@@ -106,6 +146,30 @@ fn shared_engine_answers_threads_as_alone() {
     let mut engine = shared.stop().unwrap();
     let again = engine.generate_request(&requests[0]).unwrap();
     assert_same(&alone[0], &again, "the engine after the shared run");
+}
+
+#[test]
+fn synthetic_batched_generation_equals_each_request_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    check_batched_equals_alone(&mut synthetic_engine(dir.path()));
+}
+
+#[test]
+fn synthetic_shared_engine_answers_threads_as_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    check_shared_engine(synthetic_engine(dir.path()));
+}
+
+#[test]
+fn smollm2_batched_generation_equals_each_request_alone() {
+    let Some(mut engine) = smollm2() else { return };
+    check_batched_equals_alone(&mut engine);
+}
+
+#[test]
+fn smollm2_shared_engine_answers_threads_as_alone() {
+    let Some(engine) = smollm2() else { return };
+    check_shared_engine(engine);
 }
 
 /// Decode speed one at a time against batched on the default model (Qwen2.5-Coder-1.5B Q4_K_M),

@@ -1547,4 +1547,4 @@ fn attention_gqa(pool: &Pool, c: &Config, kv: &[(&LayerKv, usize)], q: &[f32], o
 pub(crate) mod tests;
 
 #[cfg(test)]
-mod tests_qwen;
+pub(crate) mod tests_qwen;

@@ -23,7 +23,7 @@ const KV_HEADS: usize = 2;
 const HEAD_DIM: usize = 64;
 const FFN: usize = 512;
 const LAYERS: usize = 2;
-const VOCAB: usize = 384;
+pub(crate) const VOCAB: usize = 384;
 
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -40,6 +40,11 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 /// A GGUF file (bytes) of a small `arch` model (`qwen2`: biases, separate output layer; `qwen3`:
 /// q/k norms, output tied to the embedding).
 pub(crate) fn synthetic_qwen_gguf(arch: &str) -> Vec<u8> {
+    synthetic_qwen_gguf_with(arch, Vec::new())
+}
+
+/// [`synthetic_qwen_gguf`] with more metadata (a tokenizer, say).
+pub(crate) fn synthetic_qwen_gguf_with(arch: &str, extra_metadata: Vec<(String, gguf_file::Value)>) -> Vec<u8> {
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let mut extra: Vec<(String, QTensor)> = Vec::new();
     let mut seed = 100;
@@ -105,6 +110,7 @@ pub(crate) fn synthetic_qwen_gguf(arch: &str) -> Vec<u8> {
         (format!("{arch}.attention.layer_norm_rms_epsilon"), V::F32(1e-6)),
         (format!("{arch}.rope.freq_base"), V::F32(1e6)),
     ];
+    let md: Vec<(String, V)> = md.into_iter().chain(extra_metadata).collect();
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut out = Cursor::new(Vec::new());
