@@ -413,9 +413,9 @@ fn batched_slots_equal_each_sequence_alone() {
                 assert_eq!(bits(l), bits(&expected[seq][step + 1]), "{arch}: step {step}, sequence {seq}");
             }
         }
-        for seq in 0..prompts.len() {
+        for (seq, expected) in expected_values.iter().enumerate() {
             let values: Vec<Vec<u16>> = together.caches[seq + 1].layers.iter().map(|l| l.v.clone()).collect();
-            assert!(values == expected_values[seq], "{arch}: values of sequence {seq} differ");
+            assert!(&values == expected, "{arch}: values of sequence {seq} differ");
         }
         assert_eq!(together.cache_len(), 0, "{arch}: slot 0 untouched");
         let one = [1u32];
