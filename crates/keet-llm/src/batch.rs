@@ -1,5 +1,5 @@
 //! Batched generation: several requests decoded together on one model, each in its own KV-cache
-//! slot ([`Sequences`]), so that one decode step runs a token (or a few) of every active request
+//! slot ([`Sequences`](crate::model::Sequences)), so that one decode step runs a token (or a few) of every active request
 //! and the weights' products are shared across them (on the fast CPU engine a step of 8 tokens
 //! costs about 2.5 single steps).
 //!
@@ -14,9 +14,9 @@
 //!   bit for bit whatever else runs in the step, the tokens and text are exactly those of the
 //!   request generated alone, greedy or sampled. Prompt-lookup drafts
 //!   ([`GenerateOptions::lookahead`]) are not used here (they change the cost, never the tokens).
-//!   A run of generated tokens longer than [`Sequences::max_step_tokens`] (many forced tokens) goes
+//!   A run of generated tokens longer than [`Sequences::max_step_tokens`](crate::model::Sequences::max_step_tokens) (many forced tokens) goes
 //!   through the model alone, as a single request's would.
-//! * Models without [`Sequences`] (candle models, CUDA) are served one request per step, whole.
+//! * Models without [`Sequences`](crate::model::Sequences) (candle models, CUDA) are served one request per step, whole.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -114,7 +114,7 @@ impl BatchDecoder {
     }
 
     /// Admits waiting requests into free slots, runs one decode step of every active request, and
-    /// returns the requests that finished. A model without [`Sequences`] runs one whole request.
+    /// returns the requests that finished. A model without [`Sequences`](crate::model::Sequences) runs one whole request.
     pub fn step(&mut self, engine: &mut Engine) -> Vec<Finished> {
         if engine.model.sequences().is_none() {
             return self.waiting.pop_front().map(|(ticket, request)| vec![(ticket, engine.generate_request(&request))]).unwrap_or_default();

@@ -12,7 +12,7 @@
 //! one flow on an engine or several flows on threads, each with a handle:
 //!
 //! ```ignore
-//! let shared = SharedEngine::start(engine, 4);
+//! let shared = SharedEngine::start(engine, 4)?; // up to 4 requests per decode step
 //! std::thread::scope(|s| {
 //!     for kernel in kernels {
 //!         let mut handle = shared.handle();
@@ -22,8 +22,10 @@
 //! let engine = shared.stop()?; // the engine back, for what follows
 //! ```
 //!
-//! Models without several-sequence support (candle models, CUDA) are served through the same
-//! handle one request at a time, in arrival order.
+//! Slots: more client threads than slots is fine (requests wait for a free slot); each slot keeps
+//! its own KV cache, with the prompt of its last request for prefix reuse (memory: slots x the
+//! longest conversation). Models without several-sequence support (candle models, CUDA) are
+//! served through the same handle one request at a time, in arrival order.
 
 use std::collections::HashMap;
 use std::sync::mpsc;

@@ -19,7 +19,12 @@
 //!   (Q8_K activations): on AVX-512 VNNI CPUs with the tokens across the vector lanes
 //!   ([`vnni`]: 4 rows x 32 tokens, one `vpdpbusd` per 4 weights and 16 tokens), elsewhere by
 //!   the AVX2 kernels of [`kquants`]. Either way the weights are read once per prompt chunk.
-//! * Attention in f32 with an f32 KV cache; only the last token's logits are computed.
+//! * Attention in f32 with an f16 KV cache; only the last token's logits are computed.
+//! * Several sequences at once: each has its own KV cache (a slot, `KvCache`; slot 0 is the one
+//!   [`CausalLm`] uses). [`FastLlama::forward_slots`] runs a decode step of several sequences on the
+//!   token-major path: the weights' products are shared by all their tokens, while RoPE position,
+//!   KV store and attention are each token's own sequence's, so every token's values are bit for
+//!   bit those it gets alone ([`crate::model::Sequences`], used by [`crate::batch`]).
 //! * Threads: [`pool::Pool`], which parks idle workers instead of spinning forever.
 
 #![allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
@@ -957,7 +962,7 @@ impl FastLlama {
 
     /// One decode step of several sequences: each run's tokens appended to its slot's cache on the
     /// token-major path, the weights' products shared by all tokens (chunks of at most
-    /// [`SMALL_T`] tokens, the most the multi-token K-quant kernels take; a run may straddle two
+    /// `SMALL_T` (8) tokens, the most the multi-token K-quant kernels take; a run may straddle two
     /// chunks). Each token's values are bit for bit those of [`CausalLm::forward`] on its sequence
     /// alone, a run of up to `SMALL_T` tokens at a time. Returns the logits after each run's last
     /// token, in the order of `runs`.
