@@ -160,6 +160,30 @@ fn synthetic_shared_engine_answers_threads_as_alone() {
     check_shared_engine(synthetic_engine(dir.path()));
 }
 
+/// A model without several-sequence support (candle's quantized Qwen2 on the same synthetic file)
+/// is served one request at a time, through the batch decoder and the shared engine alike, with
+/// the answers `Engine::generate` gives.
+#[test]
+fn synthetic_candle_model_is_served_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = synthetic_engine(dir.path());
+    let gguf = crate::loader::GgufFile::open(&dir.path().join("tiny-qwen2.gguf")).unwrap();
+    engine.model = crate::loader::load_gguf_candle(gguf, &candle_core::Device::Cpu).unwrap();
+    assert!(engine.model.sequences().is_none(), "candle's model decodes one sequence at a time");
+    let requests: Vec<Request> = requests().into_iter().take(3).collect();
+    let alone: Vec<Generation> = requests.iter().map(|r| engine.generate_request(r).unwrap()).collect();
+    let together = engine.generate_batch(requests.clone(), 2);
+    for (i, (a, b)) in alone.iter().zip(&together).enumerate() {
+        assert_same(a, b.as_ref().unwrap(), &format!("request {i}"));
+    }
+    let shared = SharedEngine::start(engine, 2).unwrap();
+    let mut handle = shared.handle();
+    let crate::batch::Prompt::Messages(messages) = &requests[1].prompt else { panic!("messages") };
+    let answer = handle.generate(messages, &requests[1].options, None).unwrap();
+    assert_same(&alone[1], &answer, "through the shared engine");
+    shared.stop().unwrap();
+}
+
 #[test]
 fn smollm2_batched_generation_equals_each_request_alone() {
     let Some(mut engine) = smollm2() else { return };
