@@ -73,6 +73,11 @@ pub struct LlmBenchArgs {
     /// Buffer of the copy-bandwidth measurement (bytes, or with KiB/MiB/GiB).
     #[arg(long, default_value = "1GiB", value_parser = super::bench_synthetic::parse_size)]
     pub copy_bytes: u64,
+    /// Instead of the usual figures: decode speed of N answers (greedy, `--tokens` each at most)
+    /// generated one at a time and decoded together (batched, N slots), for each N of this list
+    /// (e.g. 1,2,4,8), as tokens/s summed over the answers.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64), conflicts_with_all = ["synthetic", "peer"])]
+    pub concurrency: Vec<u32>,
 }
 
 pub fn run(c: BenchCommand) -> anyhow::Result<i32> {
@@ -135,6 +140,9 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
     }
     if a.tokens == 0 {
         anyhow::bail!("--tokens must be at least 1 (decode speed needs decoded tokens)");
+    }
+    if !a.concurrency.is_empty() {
+        return bench_concurrency(&a);
     }
     let threads = crate::llm::threads::configure(a.model.threads);
     let text = match &a.prompt_file {
@@ -307,6 +315,28 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         None => println!("(add --peer to run llama.cpp on the same prompt)"),
         _ => {}
     }
+    Ok(0)
+}
+
+/// `--concurrency`: for each N, the decode speed of N different answers one at a time and
+/// batched (N slots), in tokens/s over all N answers, whether the batched answers equal the
+/// others, the load average around each run and the CPU (see `keet_llm::concurrency`).
+fn bench_concurrency(a: &LlmBenchArgs) -> anyhow::Result<i32> {
+    use crate::llm::concurrency;
+    let mut engine = Engine::load(&a.model.engine_options())?;
+    let sizes: Vec<usize> = a.concurrency.iter().map(|&n| n as usize).collect();
+    let widest = sizes.iter().copied().max().unwrap_or(1);
+    let requests = concurrency::kernel_questions(widest, a.tokens);
+    let rows = concurrency::compare(&mut engine, &requests, &sizes)?;
+    if a.json {
+        let model = json!({ "path": engine.info.path, "implementation": engine.info.implementation, "threads": engine.info.threads });
+        println!("{}", json!({ "model": model, "cpu": concurrency::cpu_model(), "concurrency": rows }));
+        return Ok(0);
+    }
+    println!("model      {} ({} implementation, {} threads)", engine.info.path.display(), engine.info.implementation, engine.info.threads);
+    println!("cpu        {}", concurrency::cpu_model());
+    println!("answers    greedy, at most {} tokens each; one at a time through generate, batched through generate_batch", a.tokens);
+    concurrency::print_rows(&rows);
     Ok(0)
 }
 

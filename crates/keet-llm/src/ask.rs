@@ -8,8 +8,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::engine::{Engine, GenerateOptions, StopReason};
+use super::engine::{GenerateOptions, StopReason};
 use super::model::LlmError;
+use super::shared::Generate;
 use super::template::ChatMessage;
 
 /// What came of one ask.
@@ -48,8 +49,11 @@ pub struct Ask<'a> {
 /// A conversation too long for the model's context is a refusal with that reason (the caller's
 /// expert text stands), not an error: a small model's long, cut-off answer must not end a batch.
 /// Other errors of the model (not of its answers) and of `reask` end the loop.
+///
+/// `engine`: an [`crate::Engine`], or an [`crate::EngineHandle`] so that several asks on threads share
+/// one model's decode steps ([`crate::shared`]).
 pub fn ask<T, E>(
-    engine: &mut Engine,
+    engine: &mut (impl Generate + ?Sized),
     question: Ask<'_>,
     mut check: impl FnMut(&mut T) -> Result<(), Vec<String>>,
     reask: impl Fn(&[String]) -> Result<String, E>,

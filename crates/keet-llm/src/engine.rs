@@ -162,12 +162,15 @@ pub struct ModelInfo {
 
 /// A loaded model ready to generate.
 pub struct Engine {
-    model: Box<dyn CausalLm>,
-    tokenizer: Arc<Tokenizer>,
+    pub(crate) model: Box<dyn CausalLm>,
+    pub(crate) tokenizer: Arc<Tokenizer>,
     template: ChatTemplate,
-    constrainer: Option<Constrainer>,
+    pub(crate) constrainer: Option<Constrainer>,
     /// Tokens whose KV entries the model holds (prompt + fed generated tokens).
     cached: Vec<u32>,
+    /// The same for each batch slot of a model that decodes several sequences at once (batch slot
+    /// `i` is the model's KV slot `i + 1`; see [`crate::batch`]).
+    pub(crate) slot_cached: Vec<Vec<u32>>,
     pub info: ModelInfo,
 }
 
@@ -270,7 +273,7 @@ impl Engine {
             context_length: ctx,
             load_s: t0.elapsed().as_secs_f64(),
         };
-        Ok(Engine { model, tokenizer: Arc::new(tokenizer), template, constrainer: None, cached: Vec::new(), info })
+        Ok(Engine { model, tokenizer: Arc::new(tokenizer), template, constrainer: None, cached: Vec::new(), slot_cached: Vec::new(), info })
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -287,7 +290,7 @@ impl Engine {
         self.text_tokens(&self.render(messages)?)
     }
 
-    fn text_tokens(&self, text: &str) -> Result<Vec<u32>, LlmError> {
+    pub(crate) fn text_tokens(&self, text: &str) -> Result<Vec<u32>, LlmError> {
         let mut ids = self.tokenizer.encode(text)?;
         if self.tokenizer.add_bos {
             if let Some(b) = self.tokenizer.bos_id {
@@ -311,8 +314,14 @@ impl Engine {
     /// Generates the assistant's reply to `messages`; with `schema`, the reply is JSON valid against it
     /// (provided the token budget covers the largest output the schema allows).
     pub fn generate(&mut self, messages: &[ChatMessage], opts: &GenerateOptions, schema: Option<&Value>) -> Result<Generation, LlmError> {
+        let (ids, boundary) = self.message_tokens(messages)?;
+        self.generate_tokens(&ids, boundary, opts, schema)
+    }
+
+    /// Prompt token ids for `messages`, and where the last message starts (the tokens up to it: a
+    /// natural place to keep a KV snapshot for reuse), when the template renders it as a prefix.
+    pub(crate) fn message_tokens(&self, messages: &[ChatMessage]) -> Result<(Vec<u32>, Option<usize>), LlmError> {
         let ids = self.prompt_tokens(messages)?;
-        // The tokens up to the last message: a natural place to keep a KV snapshot for reuse.
         let boundary = if messages.len() > 1 {
             let head = self.template.render(&messages[..messages.len() - 1], false).ok();
             head.and_then(|h| self.text_tokens(&h).ok())
@@ -321,7 +330,7 @@ impl Engine {
         } else {
             None
         };
-        self.generate_tokens(&ids, boundary, opts, schema)
+        Ok((ids, boundary))
     }
 
     /// Like [`Engine::generate`] for a prompt that is already a full text (chat template applied or not).
@@ -400,7 +409,7 @@ impl Engine {
         timings.reused_tokens = reused;
         timings.prompt_s = t.elapsed().as_secs_f64();
 
-        let mut rng = SplitMix64(opts.seed ^ 0x9E37_79B9_7F4A_7C15);
+        let mut rng = SplitMix64::for_seed(opts.seed);
         let end_ids: Vec<u32> = self.tokenizer.end_ids.iter().chain(opts.extra_stop_ids.iter()).copied().collect();
         let mut out: Vec<u32> = Vec::new();
         let stop;
@@ -438,14 +447,7 @@ impl Engine {
                     stop = StopReason::ConstraintComplete;
                     break;
                 }
-                let tm = Instant::now();
-                let mask = m.compute_mask().map_err(|e| err(format!("constraint: {e}")))?;
-                timings.mask_us.push(tm.elapsed().as_secs_f64() * 1e6);
-                for (i, l) in logits.iter_mut().enumerate() {
-                    if !mask.is_allowed(i as u32) {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
+                mask_logits(m, &mut logits, &mut timings)?;
             }
             let tok = sample(&logits, opts, &mut rng);
             if end_ids.contains(&tok) {
@@ -581,7 +583,7 @@ impl Engine {
         }
     }
 
-    fn apply_repeat_penalty(&self, logits: &mut [f32], out: &[u32], opts: &GenerateOptions) {
+    pub(crate) fn apply_repeat_penalty(&self, logits: &mut [f32], out: &[u32], opts: &GenerateOptions) {
         if opts.repeat_penalty == 1.0 || out.is_empty() {
             return;
         }
@@ -654,24 +656,53 @@ impl Engine {
         Ok((best, scores, timings))
     }
 
-    /// Forgets the KV cache (the next request runs its whole prompt).
+    /// Forgets the KV caches (the next request runs its whole prompt).
     pub fn reset(&mut self) {
         self.model.truncate_cache(0);
         self.cached.clear();
+        self.forget_slots();
     }
 
     /// Direct access to the model (benchmarks).
     pub fn model_mut(&mut self) -> &mut dyn CausalLm {
-        self.cached.clear();
-        self.model.truncate_cache(0);
+        self.reset();
         &mut *self.model
+    }
+
+    /// Forgets the batch slots' KV caches.
+    fn forget_slots(&mut self) {
+        if let Some(seqs) = self.model.sequences() {
+            for slot in 0..self.slot_cached.len() {
+                seqs.truncate_slot(slot + 1, 0);
+            }
+        }
+        self.slot_cached.clear();
     }
 }
 
+/// Sets the logits of the tokens the grammar does not allow now to -inf (the mask's time joins
+/// `timings`).
+pub(crate) fn mask_logits(matcher: &mut llguidance::Matcher, logits: &mut [f32], timings: &mut Timings) -> Result<(), LlmError> {
+    let started = Instant::now();
+    let mask = matcher.compute_mask().map_err(|e| err(format!("constraint: {e}")))?;
+    timings.mask_us.push(started.elapsed().as_secs_f64() * 1e6);
+    for (i, l) in logits.iter_mut().enumerate() {
+        if !mask.is_allowed(i as u32) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+    Ok(())
+}
+
 /// Small deterministic RNG for seeded sampling.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
+    /// The generator a request with `seed` samples with.
+    pub(crate) fn for_seed(seed: u64) -> SplitMix64 {
+        SplitMix64(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
     fn next_f32(&mut self) -> f32 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -694,7 +725,7 @@ fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
-fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
+pub(crate) fn sample(logits: &[f32], opts: &GenerateOptions, rng: &mut SplitMix64) -> u32 {
     if opts.temperature <= 0.0 {
         return argmax(logits);
     }

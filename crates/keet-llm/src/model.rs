@@ -84,6 +84,47 @@ pub trait CausalLm: Send {
     fn forward_each(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<Vec<f32>>, LlmError> {
         tokens.iter().enumerate().map(|(i, &t)| self.forward(&[t], start_pos + i)).collect()
     }
+    /// The model's several-sequences interface, when it keeps one KV cache per sequence and
+    /// decodes them together ([`Sequences`]); `None`: one sequence at a time.
+    fn sequences(&mut self) -> Option<&mut dyn Sequences> {
+        None
+    }
+}
+
+/// A few tokens of one sequence for a batched decode step: `tokens` at positions `start..` of slot
+/// `slot`'s KV cache.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRun<'a> {
+    pub slot: usize,
+    pub tokens: &'a [u32],
+    pub start: usize,
+}
+
+/// Several sequences in one model, each with its own KV cache (a numbered slot; slot 0 is the
+/// cache [`CausalLm`]'s own methods use), decoded together: one step runs a few new tokens of
+/// each, sharing the weights' products across them, while each token's RoPE position, KV store and
+/// attention are its own sequence's. Every token's values are bit for bit what its sequence gets
+/// alone through [`CausalLm::forward`], so batching never changes an answer.
+pub trait Sequences {
+    /// Makes slots `0..n` usable.
+    fn ensure_slots(&mut self, n: usize);
+    /// Positions held in slot `slot`'s cache.
+    fn slot_len(&self, slot: usize) -> usize;
+    /// Keeps the first `len` positions of slot `slot`'s cache.
+    fn truncate_slot(&mut self, slot: usize, len: usize);
+    /// [`CausalLm::reusable_prefix`] for slot `slot`.
+    fn reusable_prefix_slot(&self, slot: usize, common: usize) -> usize;
+    /// [`CausalLm::forward`] on slot `slot`'s cache.
+    fn forward_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError>;
+    /// [`CausalLm::forward_prompt`] on slot `slot`'s cache.
+    fn forward_prompt_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError>;
+    /// The most tokens of one sequence a [`Sequences::forward_step`] run may hold and still get
+    /// the values [`CausalLm::forward`] gives that run alone (longer runs of generated tokens go
+    /// through [`Sequences::forward_slot`]).
+    fn max_step_tokens(&self) -> usize;
+    /// One decode step of the sequences in `runs` (distinct slots): the logits after each run's
+    /// last token, in order.
+    fn forward_step(&mut self, runs: &[SlotRun<'_>]) -> Result<Vec<Vec<f32>>, LlmError>;
 }
 
 /// Tokens handed to a candle model per call. Its prompts run in chunks at multiples of this size from

@@ -19,7 +19,12 @@
 //!   (Q8_K activations): on AVX-512 VNNI CPUs with the tokens across the vector lanes
 //!   ([`vnni`]: 4 rows x 32 tokens, one `vpdpbusd` per 4 weights and 16 tokens), elsewhere by
 //!   the AVX2 kernels of [`kquants`]. Either way the weights are read once per prompt chunk.
-//! * Attention in f32 with an f32 KV cache; only the last token's logits are computed.
+//! * Attention in f32 with an f16 KV cache; only the last token's logits are computed.
+//! * Several sequences at once: each has its own KV cache (a slot, `KvCache`; slot 0 is the one
+//!   [`CausalLm`] uses). [`FastLlama::forward_slots`] runs a decode step of several sequences on the
+//!   token-major path: the weights' products are shared by all their tokens, while RoPE position,
+//!   KV store and attention are each token's own sequence's, so every token's values are bit for
+//!   bit those it gets alone ([`crate::model::Sequences`], used by [`crate::batch`]).
 //! * Threads: [`pool::Pool`], which parks idle workers instead of spinning forever.
 
 #![allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
@@ -38,7 +43,8 @@ use std::sync::Arc;
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::Device;
 
-use crate::model::{CausalLm, LlmError, WeightBytes};
+pub use crate::model::SlotRun;
+use crate::model::{CausalLm, LlmError, Sequences, WeightBytes};
 use kernels::{QAct, QType, QK};
 use kquants::{QActK, QK_K};
 use pool::{Pool, SyncPtr};
@@ -282,6 +288,11 @@ struct Layer {
     /// Rows: gate (ffn), up (ffn).
     wgu: Vec<QMat>,
     wdown: Vec<QMat>,
+}
+
+/// One layer's part of a sequence's KV cache.
+#[derive(Default)]
+struct LayerKv {
     /// Keys, transposed in tiles of 16 positions: `[pos / 16][kv_dim][16]`, so the scores of 16
     /// keys are one GEMM tile reading 2 KiB contiguously (per 64-dim head). Half precision,
     /// like llama.cpp's default KV cache: it halves the cache's memory traffic in decode.
@@ -290,7 +301,7 @@ struct Layer {
     v: Vec<u16>,
 }
 
-impl Layer {
+impl LayerKv {
     fn reserve(&mut self, kv_dim: usize, n_pos: usize) {
         let need = n_pos.div_ceil(16) * kv_dim * 16;
         if self.kt.len() < need {
@@ -309,6 +320,34 @@ impl Layer {
     }
 }
 
+/// One sequence's KV cache (a slot): every layer's keys and values of positions `0..len`.
+#[derive(Default)]
+struct KvCache {
+    layers: Vec<LayerKv>,
+    len: usize,
+    /// Leading cache positions computed on the batched path from position 0 on: exactly what a
+    /// cold prompt computes, whatever the calls were (see [`FastLlama::forward_prompt`]).
+    exact: usize,
+}
+
+impl KvCache {
+    fn new(n_layer: usize) -> KvCache {
+        KvCache { layers: (0..n_layer).map(|_| LayerKv::default()).collect(), len: 0, exact: 0 }
+    }
+
+    /// Keeps the first `len` positions.
+    fn truncate(&mut self, len: usize, kv_dim: usize) {
+        self.exact = self.exact.min(len);
+        if len < self.len {
+            for l in &mut self.layers {
+                l.v.truncate(len * kv_dim);
+            }
+            self.len = len;
+        }
+    }
+}
+
+
 /// The fast llama model; see the module documentation.
 pub struct FastLlama {
     cfg: Config,
@@ -321,10 +360,8 @@ pub struct FastLlama {
     cos: Vec<f32>,
     sin: Vec<f32>,
     inv_freq: Vec<f32>,
-    len: usize,
-    /// Leading cache positions computed on the batched path from position 0 on: exactly what a
-    /// cold prompt computes, whatever the calls were (see [`FastLlama::forward_prompt`]).
-    exact: usize,
+    /// The sequences' KV caches, one per slot; slot 0 is the one [`CausalLm`]'s methods use.
+    caches: Vec<KvCache>,
     pool: Pool,
     simd: bool,
     /// Prompts of more than 8 tokens with f32 activations for every format (a reference).
@@ -470,7 +507,7 @@ impl FastLlama {
             {
                 return Err(msg(format!("fast engine: layer {l} has unexpected shapes")));
             }
-            Ok(Layer { attn_norm, ffn_norm, wqkv, bqkv, q_norm, k_norm, wo, wgu, wdown, kt: Vec::new(), v: Vec::new() })
+            Ok(Layer { attn_norm, ffn_norm, wqkv, bqkv, q_norm, k_norm, wo, wgu, wdown })
         };
         let layers: Vec<Layer> = {
             use rayon::prelude::*;
@@ -481,6 +518,7 @@ impl FastLlama {
         }
         let half = cfg.head_dim / 2;
         let inv_freq = (0..half).map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.head_dim as f32)).collect();
+        let caches = vec![KvCache::new(cfg.n_layer)];
         Ok(FastLlama {
             cfg,
             embd,
@@ -490,8 +528,7 @@ impl FastLlama {
             cos: Vec::new(),
             sin: Vec::new(),
             inv_freq,
-            len: 0,
-            exact: 0,
+            caches,
             pool: Pool::new(threads.max(1)),
             simd: kernels::has_avx2(),
             f32_prompt: false,
@@ -615,43 +652,87 @@ impl FastLlama {
         Ok(())
     }
 
-    /// Runs `tokens` on the batched path (`batched`) or the token-major one, and returns the last
-    /// token's logits.
+    /// Runs `tokens` of slot 0 on the batched path (`batched`) or the token-major one, and returns
+    /// the last token's logits.
     fn run(&mut self, tokens: &[u32], start_pos: usize, batched: bool) -> Result<Vec<f32>, LlmError> {
-        self.run_logits(tokens, start_pos, batched, false)
+        self.run_slot(0, tokens, start_pos, batched)
     }
 
-    /// Like [`FastLlama::run`]; with `each` (token-major path only), the logits after every token,
-    /// one vocabulary-long row per token.
-    fn run_logits(&mut self, tokens: &[u32], start_pos: usize, batched: bool, each: bool) -> Result<Vec<f32>, LlmError> {
-        if tokens.is_empty() {
-            return Err(msg("fast llama: forward called with no tokens"));
+    /// Like [`FastLlama::run`] on slot `slot`'s cache.
+    fn run_slot(&mut self, slot: usize, tokens: &[u32], start: usize, batched: bool) -> Result<Vec<f32>, LlmError> {
+        self.run_logits(&[SlotRun { slot, tokens, start }], batched, false)
+    }
+
+    /// Runs `runs` (token-major path; one run on the batched path, `batched`) and returns the
+    /// logits of each run's last token, one vocabulary-long row per run; with `each` (token-major
+    /// path only), the logits after every token of every run, run after run.
+    fn run_logits(&mut self, runs: &[SlotRun<'_>], batched: bool, each: bool) -> Result<Vec<f32>, LlmError> {
+        self.check_runs(runs, batched)?;
+        let kv_dim = self.cfg.kv_dim();
+        let mut end = 0;
+        for run in runs {
+            let cache = &mut self.caches[run.slot];
+            cache.truncate(run.start, kv_dim);
+            for l in &mut cache.layers {
+                l.reserve(kv_dim, run.start + run.tokens.len());
+            }
+            end = end.max(run.start + run.tokens.len());
         }
-        if start_pos > self.len {
-            return Err(msg(format!("fast llama: start_pos {start_pos} beyond cache length {}", self.len)));
-        }
-        self.truncate(start_pos);
-        self.ensure_rope(start_pos + tokens.len());
-        let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
-        for l in &mut self.layers {
-            l.reserve(kv_dim, start_pos + tokens.len());
-        }
+        self.ensure_rope(end);
         let dim = self.cfg.dim;
         let hidden = if batched {
-            self.forward_batch(tokens, start_pos)?
+            self.forward_batch(runs[0].slot, runs[0].tokens, runs[0].start)?
         } else {
-            let all = self.forward_small(tokens, start_pos)?;
+            let all = self.forward_small(runs)?;
             if each {
                 all
             } else {
-                all[all.len() - dim..].to_vec()
+                let mut last_rows = Vec::with_capacity(runs.len() * dim);
+                let mut token_end = 0;
+                for run in runs {
+                    token_end += run.tokens.len();
+                    last_rows.extend_from_slice(&all[(token_end - 1) * dim..token_end * dim]);
+                }
+                last_rows
             }
         };
-        self.len = start_pos + tokens.len();
-        if batched && self.exact == start_pos {
-            self.exact = self.len;
+        for run in runs {
+            let cache = &mut self.caches[run.slot];
+            cache.len = run.start + run.tokens.len();
+            if batched && cache.exact == run.start {
+                cache.exact = cache.len;
+            }
         }
-        // final norm + output projection of the last token (or of each, the same per token)
+        Ok(self.logits(&hidden))
+    }
+
+    /// Checks that `runs` name distinct existing slots, each with tokens that continue (or rewrite
+    /// the end of) its cache; the batched path takes one run.
+    fn check_runs(&self, runs: &[SlotRun<'_>], batched: bool) -> Result<(), LlmError> {
+        if runs.is_empty() || (batched && runs.len() != 1) {
+            return Err(msg(format!("fast llama: {} runs for the {} path", runs.len(), if batched { "batched" } else { "token-major" })));
+        }
+        for (i, run) in runs.iter().enumerate() {
+            let Some(cache) = self.caches.get(run.slot) else {
+                return Err(msg(format!("fast llama: no KV cache slot {} ({} slots)", run.slot, self.caches.len())));
+            };
+            if run.tokens.is_empty() {
+                return Err(msg("fast llama: forward called with no tokens"));
+            }
+            if run.start > cache.len {
+                return Err(msg(format!("fast llama: start_pos {} beyond cache length {}", run.start, cache.len)));
+            }
+            if runs[..i].iter().any(|other| other.slot == run.slot) {
+                return Err(msg(format!("fast llama: slot {} appears twice in one step", run.slot)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Final norm and output projection of each hidden state in `hidden` (rows of `dim`), the
+    /// same per row whatever the others are.
+    fn logits(&self, hidden: &[f32]) -> Vec<f32> {
+        let dim = self.cfg.dim;
         let rows = hidden.len() / dim;
         let mut xn = vec![0f32; hidden.len()];
         for (h, n) in hidden.chunks_exact(dim).zip(xn.chunks_exact_mut(dim)) {
@@ -662,7 +743,7 @@ impl FastLlama {
         acts.quantize(&xn, dim, out);
         let mut logits = vec![0f32; rows * set_rows(out)];
         gemv(&self.pool, out, &acts, rows, &mut logits, self.simd);
-        Ok(logits)
+        logits
     }
 
     /// The output layer's matrices (the embedding table when tied).
@@ -671,25 +752,25 @@ impl FastLlama {
     }
 
     fn truncate(&mut self, len: usize) {
-        self.exact = self.exact.min(len);
-        if len < self.len {
-            let kv_dim = self.cfg.n_kv_head * self.cfg.head_dim;
-            for l in &mut self.layers {
-                l.v.truncate(len * kv_dim);
-            }
-            self.len = len;
-        }
+        let kv_dim = self.cfg.kv_dim();
+        self.caches[0].truncate(len, kv_dim);
     }
 
-    /// Token-major path for a few tokens (decode). Returns every token's hidden state, token after
-    /// token; each token's arithmetic is the same whether it runs alone or with others.
-    fn forward_small(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
+    /// Token-major path for a few tokens (decode) of one or more sequences: `runs` name distinct
+    /// slots, their caches reserved. Returns every token's hidden state, token after token, run
+    /// after run; each token's arithmetic is the same whether it runs alone or with others (the
+    /// weights' products are per token; RoPE, the KV store and attention use its own sequence's
+    /// position and cache).
+    fn forward_small(&mut self, runs: &[SlotRun<'_>]) -> Result<Vec<f32>, LlmError> {
         let c = self.cfg.clone();
-        let t_n = tokens.len();
+        // (slot, position) of each token
+        let at: Vec<(usize, usize)> =
+            runs.iter().flat_map(|run| (0..run.tokens.len()).map(move |i| (run.slot, run.start + i))).collect();
+        let t_n = at.len();
         let (qd, kv_dim) = (c.q_dim(), c.kv_dim());
         let nqkv = qd + 2 * kv_dim;
         let mut x = vec![0f32; t_n * c.dim];
-        for (t, &tok) in tokens.iter().enumerate() {
+        for (t, &tok) in runs.iter().flat_map(|run| run.tokens).enumerate() {
             self.embed(tok, &mut x[t * c.dim..(t + 1) * c.dim])?;
         }
         let mut xn = vec![0f32; t_n * c.dim];
@@ -707,18 +788,14 @@ impl FastLlama {
             }
             acts.quantize(&xn, c.dim, &l.wqkv);
             gemv(&self.pool, &l.wqkv, &acts, t_n, &mut qkv, self.simd);
-            for t in 0..t_n {
+            for (t, &(slot, pos)) in at.iter().enumerate() {
                 let row = &mut qkv[t * nqkv..(t + 1) * nqkv];
-                self.finish_qkv(&self.layers[li], row, start + t);
+                self.finish_qkv(&self.layers[li], row, pos);
                 q[t * qd..(t + 1) * qd].copy_from_slice(&row[..qd]);
-                self.layers[li].store_kv(start + t, &row[qd..qd + kv_dim], &row[qd + kv_dim..]);
+                self.caches[slot].layers[li].store_kv(pos, &row[qd..qd + kv_dim], &row[qd + kv_dim..]);
             }
+            self.attend_small(runs, li, &q, &mut att);
             let l = &self.layers[li];
-            if c.n_head / c.n_kv_head <= 6 {
-                attention_gqa(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
-            } else {
-                attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
-            }
             acts.quantize(&att, qd, &l.wo);
             gemv(&self.pool, &l.wo, &acts, t_n, &mut o, self.simd);
             for (xv, ov) in x.iter_mut().zip(&o) {
@@ -743,8 +820,30 @@ impl FastLlama {
         Ok(x)
     }
 
-    /// Feature-major path for many tokens (prompt). Returns the last token's hidden state.
-    fn forward_batch(&mut self, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
+    /// Attention of layer `li` for the token-major path: the queries `q` of every token of `runs`
+    /// (token after token, run after run) against their own sequences' caches, into `att`.
+    fn attend_small(&self, runs: &[SlotRun<'_>], li: usize, q: &[f32], att: &mut [f32]) {
+        let c = &self.cfg;
+        if c.n_head / c.n_kv_head <= 6 {
+            let kv: Vec<(&LayerKv, usize)> = runs
+                .iter()
+                .flat_map(|run| (0..run.tokens.len()).map(move |i| (&self.caches[run.slot].layers[li], run.start + i)))
+                .collect();
+            attention_gqa(&self.pool, c, &kv, q, att, self.simd);
+        } else {
+            let qd = c.q_dim();
+            let mut t0 = 0;
+            for run in runs {
+                let t_n = run.tokens.len();
+                let kv = &self.caches[run.slot].layers[li];
+                attention(&self.pool, c, kv, &q[t0 * qd..], t_n, run.start, &mut att[t0 * qd..], self.simd);
+                t0 += t_n;
+            }
+        }
+    }
+
+    /// Feature-major path for many tokens (prompt) of slot `slot`. Returns the last token's hidden state.
+    fn forward_batch(&mut self, slot: usize, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
         let c = self.cfg.clone();
         let t_n = tokens.len();
         let tp = t_n.div_ceil(16) * 16;
@@ -779,10 +878,10 @@ impl FastLlama {
                 }
                 self.finish_qkv(&self.layers[li], &mut qkv_row, start + t);
                 q[t * qd..(t + 1) * qd].copy_from_slice(&qkv_row[..qd]);
-                self.layers[li].store_kv(start + t, &qkv_row[qd..qd + kv_dim], &qkv_row[qd + kv_dim..]);
+                self.caches[slot].layers[li].store_kv(start + t, &qkv_row[qd..qd + kv_dim], &qkv_row[qd + kv_dim..]);
             }
+            attention(&self.pool, &c, &self.caches[slot].layers[li], &q, t_n, start, &mut att, self.simd);
             let l = &self.layers[li];
-            attention(&self.pool, &c, l, &q, t_n, start, &mut att, self.simd);
             for t in 0..t_n {
                 for i in 0..qd {
                     att_t[i * tp + t] = att[t * qd + i];
@@ -814,6 +913,11 @@ impl FastLlama {
     /// keys), so a prompt's KV values and logits never depend on how it was split across calls: a
     /// prefix reused at any position gives exactly what a cold run computes.
     pub fn forward_prompt(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        self.forward_prompt_slot(0, tokens, start_pos)
+    }
+
+    /// [`FastLlama::forward_prompt`] on slot `slot`'s KV cache.
+    pub fn forward_prompt_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
         let batch = prefill_batch().max(2 * (SMALL_T + 1));
         let (mut pos, mut i, mut last) = (start_pos, 0, None);
         while i < tokens.len() {
@@ -823,12 +927,81 @@ impl FastLlama {
             if (1..=SMALL_T).contains(&(rest - n)) {
                 n = rest - (SMALL_T + 1);
             }
-            last = Some(self.run(&tokens[i..i + n], pos, true)?);
+            last = Some(self.run_slot(slot, &tokens[i..i + n], pos, true)?);
             pos += n;
             i += n;
         }
         last.ok_or_else(|| LlmError::Msg("forward called with no tokens".into()))
     }
+
+    /// Makes room for at least `n` sequences (slots `0..n`; slot 0 is [`CausalLm`]'s). Caches grow
+    /// as their sequences do: an unused slot costs nothing.
+    pub fn ensure_slots(&mut self, n: usize) {
+        while self.caches.len() < n {
+            self.caches.push(KvCache::new(self.cfg.n_layer));
+        }
+    }
+
+    /// Positions held in slot `slot`'s cache (0 for a slot that does not exist yet).
+    pub fn slot_len(&self, slot: usize) -> usize {
+        self.caches.get(slot).map_or(0, |c| c.len)
+    }
+
+    /// Keeps the first `len` positions of slot `slot`'s cache.
+    pub fn truncate_slot(&mut self, slot: usize, len: usize) {
+        let kv_dim = self.cfg.kv_dim();
+        if let Some(cache) = self.caches.get_mut(slot) {
+            cache.truncate(len, kv_dim);
+        }
+    }
+
+    /// [`CausalLm::reusable_prefix`] of slot `slot`: its positions computed on the prompt path.
+    pub fn reusable_prefix_slot(&self, slot: usize, common: usize) -> usize {
+        common.min(self.caches.get(slot).map_or(0, |c| c.exact))
+    }
+
+    /// One decode step of several sequences: each run's tokens appended to its slot's cache on the
+    /// token-major path, the weights' products shared by all tokens (chunks of at most
+    /// `SMALL_T` (8) tokens, the most the multi-token K-quant kernels take; a run may straddle two
+    /// chunks). Each token's values are bit for bit those of [`CausalLm::forward`] on its sequence
+    /// alone, a run of up to `SMALL_T` tokens at a time. Returns the logits after each run's last
+    /// token, in the order of `runs`.
+    pub fn forward_slots(&mut self, runs: &[SlotRun<'_>]) -> Result<Vec<Vec<f32>>, LlmError> {
+        self.check_runs(runs, false)?;
+        let vocab = set_rows(self.output_parts());
+        let mut last = vec![Vec::new(); runs.len()];
+        for chunk in step_chunks(runs, SMALL_T) {
+            let parts: Vec<SlotRun<'_>> = chunk.iter().map(|&(_, part)| part).collect();
+            let logits = self.run_logits(&parts, false, false)?;
+            for (&(ri, part), row) in chunk.iter().zip(logits.chunks_exact(vocab)) {
+                if part.start + part.tokens.len() == runs[ri].start + runs[ri].tokens.len() {
+                    last[ri] = row.to_vec();
+                }
+            }
+        }
+        Ok(last)
+    }
+}
+
+/// `runs` cut into chunks of at most `max` tokens, in order, each part tagged with its run's index.
+fn step_chunks<'a>(runs: &[SlotRun<'a>], max: usize) -> Vec<Vec<(usize, SlotRun<'a>)>> {
+    let mut chunks = vec![Vec::new()];
+    let mut room = max;
+    for (ri, run) in runs.iter().enumerate() {
+        let mut done = 0;
+        while done < run.tokens.len() {
+            if room == 0 {
+                chunks.push(Vec::new());
+                room = max;
+            }
+            let n = room.min(run.tokens.len() - done);
+            let part = SlotRun { slot: run.slot, tokens: &run.tokens[done..done + n], start: run.start + done };
+            chunks.last_mut().expect("a chunk").push((ri, part));
+            done += n;
+            room -= n;
+        }
+    }
+    chunks
 }
 
 impl CausalLm for FastLlama {
@@ -845,7 +1018,7 @@ impl CausalLm for FastLlama {
         FastLlama::forward_prompt(self, tokens, start_pos)
     }
     fn reusable_prefix(&self, common: usize) -> usize {
-        common.min(self.exact)
+        self.reusable_prefix_slot(0, common)
     }
     fn reuse_granularity(&self) -> usize {
         1
@@ -858,14 +1031,14 @@ impl CausalLm for FastLlama {
             return Err(msg(format!("fast llama: forward_each takes at most {SMALL_T} tokens, got {}", tokens.len())));
         }
         let vocab = set_rows(self.output_parts());
-        let logits = self.run_logits(tokens, start_pos, false, true)?;
+        let logits = self.run_logits(&[SlotRun { slot: 0, tokens, start: start_pos }], false, true)?;
         Ok(logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
     }
     fn truncate_cache(&mut self, len: usize) {
         self.truncate(len);
     }
     fn cache_len(&self) -> usize {
-        self.len
+        self.slot_len(0)
     }
     fn vocab_size(&self) -> usize {
         set_rows(self.output_parts())
@@ -873,7 +1046,42 @@ impl CausalLm for FastLlama {
     fn weight_bytes(&self) -> Option<WeightBytes> {
         Some(FastLlama::weight_bytes(self))
     }
+    fn sequences(&mut self) -> Option<&mut dyn Sequences> {
+        Some(self)
+    }
 }
+
+impl Sequences for FastLlama {
+    fn ensure_slots(&mut self, n: usize) {
+        FastLlama::ensure_slots(self, n);
+    }
+    fn slot_len(&self, slot: usize) -> usize {
+        FastLlama::slot_len(self, slot)
+    }
+    fn truncate_slot(&mut self, slot: usize, len: usize) {
+        FastLlama::truncate_slot(self, slot, len);
+    }
+    fn reusable_prefix_slot(&self, slot: usize, common: usize) -> usize {
+        FastLlama::reusable_prefix_slot(self, slot, common)
+    }
+    fn forward_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        if tokens.len() <= SMALL_T {
+            self.run_slot(slot, tokens, start_pos, false)
+        } else {
+            self.forward_prompt_slot(slot, tokens, start_pos)
+        }
+    }
+    fn forward_prompt_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
+        FastLlama::forward_prompt_slot(self, slot, tokens, start_pos)
+    }
+    fn max_step_tokens(&self) -> usize {
+        SMALL_T
+    }
+    fn forward_step(&mut self, runs: &[SlotRun<'_>]) -> Result<Vec<Vec<f32>>, LlmError> {
+        self.forward_slots(runs)
+    }
+}
+
 
 /// A parsed GGUF header with the file's bytes (memory-mapped).
 struct GgufBytes<'a> {
@@ -1260,7 +1468,7 @@ fn weighted_values(
 /// One task per (head, tile of up to 6 queries): scores `S = Q Kᵀ` and `O = P V` both run on the
 /// GEMM micro-kernel (keys transposed in the cache, 16 keys per tile).
 #[allow(clippy::too_many_arguments)]
-fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: usize, out: &mut [f32], simd: bool) {
+fn attention(pool: &Pool, c: &Config, l: &LayerKv, q: &[f32], t_n: usize, start: usize, out: &mut [f32], simd: bool) {
     let hd = c.head_dim;
     let qd = c.n_head * hd;
     let kv_dim = c.n_kv_head * hd;
@@ -1298,24 +1506,29 @@ fn attention(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: u
 }
 
 /// Decode-time attention: one task per (token, KV head) handling all query heads that share the
-/// KV head (grouped-query attention), so each key/value tile is loaded once for the group.
-#[allow(clippy::too_many_arguments)]
-fn attention_gqa(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, start: usize, out: &mut [f32], simd: bool) {
+/// KV head (grouped-query attention), so each key/value tile is loaded once for the group. Token
+/// `t` (queries `q[t]`, output `out[t]`) attends to its own sequence's cache `kv[t].0`, positions
+/// `0..=kv[t].1` (its own position included).
+fn attention_gqa(pool: &Pool, c: &Config, kv: &[(&LayerKv, usize)], q: &[f32], out: &mut [f32], simd: bool) {
     let hd = c.head_dim;
     let qd = c.n_head * hd;
     let kv_dim = c.n_kv_head * hd;
     let group = c.n_head / c.n_kv_head;
     assert!((1..=6).contains(&group));
     let scale = 1.0 / (hd as f32).sqrt();
-    assert!(out.len() >= t_n * qd && q.len() >= t_n * qd);
-    assert!(l.kt.len() >= (start + t_n).div_ceil(16) * kv_dim * 16);
-    assert!(l.v.len() >= (start + t_n) * kv_dim && hd % 16 == 0);
+    let t_n = kv.len();
+    assert!(out.len() >= t_n * qd && q.len() >= t_n * qd && hd % 16 == 0);
+    for (l, pos) in kv {
+        assert!(l.kt.len() >= (pos + 1).div_ceil(16) * kv_dim * 16);
+        assert!(l.v.len() >= (pos + 1) * kv_dim);
+    }
     let op = SyncPtr::new(out);
-    let (kt, v) = (&l.kt, &l.v);
     pool.run(t_n * c.n_kv_head, &|task| {
         let t = task / c.n_kv_head;
         let g = task % c.n_kv_head;
-        let n_keys = start + t + 1;
+        let (l, pos) = kv[t];
+        let (kt, v) = (&l.kt, &l.v);
+        let n_keys = pos + 1;
         let ldc = n_keys.div_ceil(16) * 16;
         SCORES.with(|s| {
             let mut sc = s.borrow_mut();
@@ -1336,7 +1549,7 @@ fn attention_gqa(pool: &Pool, c: &Config, l: &Layer, q: &[f32], t_n: usize, star
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
-mod tests_qwen;
+pub(crate) mod tests_qwen;

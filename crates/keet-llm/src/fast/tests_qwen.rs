@@ -23,7 +23,7 @@ const KV_HEADS: usize = 2;
 const HEAD_DIM: usize = 64;
 const FFN: usize = 512;
 const LAYERS: usize = 2;
-const VOCAB: usize = 384;
+pub(crate) const VOCAB: usize = 384;
 
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -40,6 +40,11 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 /// A GGUF file (bytes) of a small `arch` model (`qwen2`: biases, separate output layer; `qwen3`:
 /// q/k norms, output tied to the embedding).
 pub(crate) fn synthetic_qwen_gguf(arch: &str) -> Vec<u8> {
+    synthetic_qwen_gguf_with(arch, Vec::new())
+}
+
+/// [`synthetic_qwen_gguf`] with more metadata (a tokenizer, say).
+pub(crate) fn synthetic_qwen_gguf_with(arch: &str, extra_metadata: Vec<(String, gguf_file::Value)>) -> Vec<u8> {
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let mut extra: Vec<(String, QTensor)> = Vec::new();
     let mut seed = 100;
@@ -105,6 +110,7 @@ pub(crate) fn synthetic_qwen_gguf(arch: &str) -> Vec<u8> {
         (format!("{arch}.attention.layer_norm_rms_epsilon"), V::F32(1e-6)),
         (format!("{arch}.rope.freq_base"), V::F32(1e6)),
     ];
+    let md: Vec<(String, V)> = md.into_iter().chain(extra_metadata).collect();
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut out = Cursor::new(Vec::new());
@@ -262,7 +268,7 @@ fn prompt_path_is_exact_whatever_the_split() {
     assert_eq!(at, p.len());
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&last), bits(&whole), "splitting the prompt changed its logits");
-    for (a, b) in split.layers.iter().zip(&cold.layers) {
+    for (a, b) in split.caches[0].layers.iter().zip(&cold.caches[0].layers) {
         assert_eq!(a.v[..p.len() * KV_HEADS * HEAD_DIM], b.v[..p.len() * KV_HEADS * HEAD_DIM], "values differ");
         assert_eq!(a.kt, b.kt, "keys differ");
     }
@@ -296,7 +302,7 @@ fn logits_of_each_token_equal_one_at_a_time() {
         assert_eq!(bits(a), bits(b), "token {i}: logits differ");
     }
     let n = p.len() + draft.len();
-    for (a, b) in one.layers.iter().zip(&many.layers) {
+    for (a, b) in one.caches[0].layers.iter().zip(&many.caches[0].layers) {
         assert_eq!(a.v[..n * KV_HEADS * HEAD_DIM], b.v[..n * KV_HEADS * HEAD_DIM], "values differ");
     }
     assert!(many.forward_each(&[1; SMALL_T + 1], n).is_err(), "more than the token-major path takes");
@@ -357,4 +363,66 @@ fn truncated_gguf_names_tensor_and_offset() {
     let ct = gguf_file::Content::read(&mut Cursor::new(&bytes[..])).unwrap();
     let e = FastLlama::from_gguf(&ct, &bytes[..bytes.len() / 2], 1).err().expect("half a file must not load").to_string();
     assert!(e.contains("read tensor ") && e.contains("byte offset") && e.contains("truncated"), "{e}");
+}
+
+/// Several sequences in their own slots, decoded together: one token each, then runs of several
+/// tokens (12 in all, more than a step takes, so the step is cut into chunks and one run straddles
+/// two), then one token each again. Every run's logits and every slot's KV values are bit for bit
+/// those of its sequence run alone through `CausalLm::forward`, on both architectures.
+#[test]
+fn batched_slots_equal_each_sequence_alone() {
+    let runs_per_step = [[1usize, 1, 1, 1], [3, 1, 5, 2], [1, 1, 1, 1]];
+    let step_tokens = |step: usize, seq: usize| -> Vec<u32> {
+        (0..runs_per_step[step][seq]).map(|k| ((step * 13 + seq * 5 + k * 3 + 2) % VOCAB) as u32).collect()
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for arch in ["qwen2", "qwen3"] {
+        let bytes = synthetic_qwen_gguf(arch);
+        let prompts: Vec<Vec<u32>> =
+            (0..4).map(|i| (0..20 + 7 * i).map(|j| ((j * 31 + i * 17 + 1) % VOCAB) as u32).collect()).collect();
+        // each sequence alone, on slot 0 through the single-sequence interface
+        let mut alone = load_fast(&bytes, 2);
+        let mut expected: Vec<Vec<Vec<f32>>> = Vec::new();
+        let mut expected_values: Vec<Vec<Vec<u16>>> = Vec::new();
+        for (seq, prompt) in prompts.iter().enumerate() {
+            alone.truncate_cache(0);
+            let mut logits = vec![alone.forward(prompt, 0).unwrap()];
+            for step in 0..runs_per_step.len() {
+                let pos = alone.cache_len();
+                logits.push(alone.forward(&step_tokens(step, seq), pos).unwrap());
+            }
+            expected.push(logits);
+            expected_values.push(alone.caches[0].layers.iter().map(|l| l.v.clone()).collect());
+        }
+        // all together, in slots 1..=4 (slot 0 stays empty)
+        let mut together = load_fast(&bytes, 2);
+        together.ensure_slots(prompts.len() + 1);
+        for (seq, prompt) in prompts.iter().enumerate() {
+            let logits = together.forward_prompt_slot(seq + 1, prompt, 0).unwrap();
+            assert_eq!(bits(&logits), bits(&expected[seq][0]), "{arch}: prompt {seq}");
+        }
+        for step in 0..runs_per_step.len() {
+            let tokens: Vec<Vec<u32>> = (0..prompts.len()).map(|seq| step_tokens(step, seq)).collect();
+            let runs: Vec<SlotRun<'_>> = tokens
+                .iter()
+                .enumerate()
+                .map(|(seq, t)| SlotRun { slot: seq + 1, tokens: t, start: together.slot_len(seq + 1) })
+                .collect();
+            let logits = together.forward_slots(&runs).unwrap();
+            for (seq, l) in logits.iter().enumerate() {
+                assert_eq!(bits(l), bits(&expected[seq][step + 1]), "{arch}: step {step}, sequence {seq}");
+            }
+        }
+        for (seq, expected) in expected_values.iter().enumerate() {
+            let values: Vec<Vec<u16>> = together.caches[seq + 1].layers.iter().map(|l| l.v.clone()).collect();
+            assert!(&values == expected, "{arch}: values of sequence {seq} differ");
+        }
+        assert_eq!(together.cache_len(), 0, "{arch}: slot 0 untouched");
+        let one = [1u32];
+        let twice = [SlotRun { slot: 1, tokens: &one, start: 40 }, SlotRun { slot: 1, tokens: &one, start: 40 }];
+        assert!(together.forward_slots(&twice).is_err(), "a slot twice in one step");
+        let beyond = [SlotRun { slot: 2, tokens: &one, start: 1000 }];
+        assert!(together.forward_slots(&beyond).is_err(), "a start beyond the cache");
+        assert!(together.forward_slots(&[SlotRun { slot: 9, tokens: &one, start: 0 }]).is_err(), "a slot that does not exist");
+    }
 }
