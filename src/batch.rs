@@ -16,7 +16,6 @@ use crate::analysis::FileError;
 use crate::report::explain::KernelGroup;
 use crate::profile::{Launch, Profile, SourceKind};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;

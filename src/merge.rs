@@ -347,6 +347,7 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         summary: false,
         model_ranks: None,
         edit: s.edit,
+        concurrency: 1,
     };
     let model = match (&first.doc.model, s.no_llm) {
         (Some(info), false) => ModelSource::Recorded(info.clone()),

@@ -3,6 +3,9 @@
 //! sentences were shown, re-asked and replaced (the share shown), how many shown sentences carry a
 //! number that is not the kernel's own or fail the prose gate when checked again (both must be 0),
 //! with five sample sentences. `--corpus DIR` runs every profile in the corpus's MANIFEST.tsv.
+//! `--concurrency 1,2,4,8` instead explains all the profiles as one batch once per number of
+//! kernels answered at once, and reports kernels per hour and seconds per kernel for each, with
+//! whether the findings are the same.
 
 use super::args::ModelArgs;
 use crate::explain::report::{ExplainReport, Writer};
@@ -33,8 +36,82 @@ pub struct ExplainBenchArgs {
     /// --top N` to ask about the same explanations without explaining again.
     #[arg(long, value_name = "FILE")]
     pub keep_cache: Option<PathBuf>,
+    /// Numbers of kernels answered at once (comma-separated): one cold batch run of all the
+    /// profiles (`--top` kernels each) per number, alternating with nothing cached.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub concurrency: Vec<usize>,
+    /// With --concurrency: print the runs as JSON, `{"runs": [{"concurrency", "kernels_per_hour",
+    /// "s_per_kernel", ...}], ...}`.
+    #[arg(long, requires = "concurrency")]
+    pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// One `--concurrency` run: the batch explained with `concurrency` kernels answered at once.
+#[derive(serde::Serialize)]
+struct ConcurrencyRun {
+    concurrency: usize,
+    kernels_asked: usize,
+    /// Seconds from the first question to the last answer (model load and parsing excluded).
+    model_s: f64,
+    kernels_per_hour: f64,
+    s_per_kernel: f64,
+    /// Whether the findings equal the first run's (they must: answers are decoded exactly as alone).
+    same_findings: bool,
+}
+
+/// `--concurrency`: the profiles as one batch, once per number of kernels answered at once.
+fn concurrency_runs(a: &ExplainBenchArgs, profiles: &[PathBuf], load: &dyn Fn() -> String) -> anyhow::Result<i32> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let load_start = load();
+    let (mut runs, mut first): (Vec<ConcurrencyRun>, Option<serde_json::Value>) = (Vec::new(), None);
+    for &concurrency in &a.concurrency {
+        let dir = tempfile::tempdir()?;
+        let opts = ExplainOptions {
+            top: a.top * profiles.len(),
+            coverage_pct: 100.0,
+            engine: a.model.engine_options(),
+            cache: Some(dir.path().join("bench.sqlite3")),
+            prose: a.prose.first().copied().unwrap_or_default(),
+            summary: false,
+            concurrency: concurrency.max(1),
+            ..ExplainOptions::default()
+        };
+        let (report, stats) = explain::explain(profiles, &opts)?;
+        let findings = serde_json::to_value(report.kernels.iter().map(|k| (&k.findings, &k.code)).collect::<Vec<_>>())?;
+        let same_findings = *first.get_or_insert_with(|| findings.clone()) == findings;
+        let model_s = (stats.total_s - stats.model_load_s - stats.parse_s).max(1e-9);
+        let asked = stats.kernels_asked;
+        runs.push(ConcurrencyRun {
+            concurrency,
+            kernels_asked: asked,
+            model_s,
+            kernels_per_hour: asked as f64 * 3600.0 / model_s,
+            s_per_kernel: model_s / asked.max(1) as f64,
+            same_findings,
+        });
+        eprintln!("keet bench explain: concurrency {concurrency}: {asked} kernels in {model_s:.1} s");
+    }
+    let load_end = load();
+    if a.json {
+        let out = serde_json::json!({ "runs": runs, "cpu": cpu, "load_average_start": load_start, "load_average_end": load_end,
+            "profiles": profiles, "top": a.top, "threads": crate::llm::threads::configure(a.model.threads) });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    println!("{cpu}; load average {load_start} at start, {load_end} at end");
+    println!("{:>11} {:>8} {:>10} {:>15} {:>13} {:>8}", "concurrency", "kernels", "model s", "kernels/hour", "s/kernel", "same");
+    for r in &runs {
+        println!(
+            "{:>11} {:>8} {:>10.1} {:>15.1} {:>13.1} {:>8}",
+            r.concurrency, r.kernels_asked, r.model_s, r.kernels_per_hour, r.s_per_kernel, r.same_findings
+        );
+    }
+    Ok(if runs.iter().all(|r| r.same_findings) { 0 } else { 1 })
 }
 
 /// One sentence of a shown model finding: the kernel, the category, the field ("claim",
@@ -147,6 +224,9 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
             .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|_| "unknown".into())
     };
+    if !a.concurrency.is_empty() {
+        return concurrency_runs(&a, &profiles, &load);
+    }
     println!("{} profiles; load average at start: {}", profiles.len(), load());
     // Written as each profile finishes, so a long run can be read while it goes on.
     let mut sentence_file = match &a.sentences {

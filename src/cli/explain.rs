@@ -77,6 +77,10 @@ pub struct ExplainArgs {
     /// No sets: do not look for the same kernel (or its versions) across the inputs.
     #[arg(long)]
     pub no_sets: bool,
+    /// Kernels the model answers at once: their answers are decoded together, one forward pass
+    /// stepping all of them (more kernels per hour on a CPU; the report is the same for any value).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub concurrency: usize,
 }
 
 pub fn options(a: &ExplainArgs) -> ExplainOptions {
@@ -98,6 +102,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         summary: !a.no_summary && a.shard.is_none(),
         model_ranks: None,
         edit: !a.no_edit,
+        concurrency: a.concurrency.max(1),
     }
 }
 

@@ -313,6 +313,7 @@ impl KeetServer {
             summary: false,
             model_ranks: None,
             edit: true,
+            concurrency: 1,
         };
         let max_tokens = p.max_tokens;
         blocking(move || {

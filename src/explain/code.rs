@@ -12,7 +12,8 @@
 
 use super::ExplainError;
 use crate::grounding::Grounding;
-use crate::llm::engine::{Engine, GenerateOptions};
+use crate::llm::engine::GenerateOptions;
+use crate::llm::Generate;
 use crate::llm::template::ChatMessage;
 use crate::profile::SourceFile;
 use crate::report::code::{CodeEdit, CodeOrigin, CodeSection, EditCheck, KernelCodeRef, RefusedEdit};
@@ -517,7 +518,7 @@ enum Attempt {
 
 /// One generation through the shared ask loop (no re-ask there: the caller re-asks with sampling).
 fn attempt(
-    engine: &mut Engine,
+    engine: &mut dyn Generate,
     q: &EditQuestion<'_>,
     prepared: &Prepared,
     messages: Vec<ChatMessage>,
@@ -551,7 +552,7 @@ fn attempt(
 /// Asks the model for the one edit of `q.finding` and checks it; a refused edit is re-asked (with
 /// seeded sampling: greedy decoding would give the same edit again) with the reasons. The section
 /// says which edit passed, or why none is shown.
-pub fn propose_edit(engine: &mut Engine, q: EditQuestion<'_>) -> Result<CodeSection, ExplainError> {
+pub fn propose_edit(engine: &mut dyn Generate, q: EditQuestion<'_>) -> Result<CodeSection, ExplainError> {
     let category = q.finding.category;
     let mut section = CodeSection { kernel: Some(q.located.reference()), ..Default::default() };
     let rules = rules_for(category);

@@ -9,6 +9,7 @@
 //! Every analysis is stored in the [`crate::cache`]; a warm run never loads the model.
 
 pub mod code;
+mod concurrent;
 pub mod prompt;
 pub mod report;
 pub mod schema;
@@ -18,6 +19,7 @@ pub mod summary;
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
+use crate::llm::Generate;
 use crate::llm::template::ChatMessage;
 use crate::profile::{Launch, Profile};
 use crate::prose::Field;
@@ -62,6 +64,9 @@ pub struct ExplainOptions {
     pub model_ranks: Option<Vec<usize>>,
     /// Look for each explained kernel's code and, with a model, ask for one checked edit of it.
     pub edit: bool,
+    /// Kernels asked about at once: their answers are decoded together, one forward pass stepping
+    /// all of them (the report is the same for any value; 1 asks one after another).
+    pub concurrency: usize,
 }
 
 pub use crate::report::batch::ProseMode;
@@ -85,6 +90,7 @@ impl Default for ExplainOptions {
             summary: true,
             model_ranks: None,
             edit: true,
+            concurrency: 1,
         }
     }
 }
@@ -139,6 +145,23 @@ pub struct RunStats {
     pub edits_shown: usize,
     pub edit_s: f64,
     pub total_s: f64,
+}
+
+impl RunStats {
+    /// Adds what another thread counted while asking the model (its kernels, findings, sentences,
+    /// edits and seconds).
+    pub fn absorb(&mut self, o: &RunStats) {
+        self.llm_findings_shown += o.llm_findings_shown;
+        self.llm_findings_repaired += o.llm_findings_repaired;
+        self.llm_findings_dropped += o.llm_findings_dropped;
+        self.prose.add(&o.prose);
+        self.shown_ungrounded += o.shown_ungrounded;
+        self.shown_gate_flagged += o.shown_gate_flagged;
+        self.generate_s += o.generate_s;
+        self.kernels_asked += o.kernels_asked;
+        self.edits_shown += o.edits_shown;
+        self.edit_s += o.edit_s;
+    }
 }
 
 /// A loaded model and what identifies it in cache keys.
@@ -220,6 +243,58 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(ExplainRepo
     explain_table(inputs, table, errors, opts, settings, model, &KnownFindings::new(), t0)
 }
 
+/// A chosen kernel before the model: its analysis, source lines, code, cache key and what a shard
+/// or the cache already holds for it.
+struct Prepared {
+    la: LaunchAnalysis,
+    source_lines_all: Vec<SourceLine>,
+    located: Option<Result<code::Located, String>>,
+    key: crate::cache::CacheKey,
+    cached: Option<(CachedFindings, Option<i64>, bool)>,
+    to_model: bool,
+}
+
+/// Loads the model when a chosen kernel needs it and asks about those kernels ([`concurrent`]):
+/// the answers by rank, `None` where the model was not asked.
+#[allow(clippy::too_many_arguments)]
+fn ask_model(
+    prepared: &[Prepared],
+    chosen: &[(usize, KernelGroup)],
+    reps: &[crate::batch::Rep],
+    model: &mut Option<Model>,
+    model_source: &ModelSource,
+    model_sha: Option<&str>,
+    opts: &ExplainOptions,
+    stats: &mut RunStats,
+) -> Result<Vec<Option<CachedFindings>>, ExplainError> {
+    let mut answers: Vec<Option<CachedFindings>> = (0..prepared.len()).map(|_| None).collect();
+    let Some(sha) = model_sha else { return Ok(answers) };
+    // Nothing the rule layer can support: the model would have nothing to cite.
+    let wanted: Vec<usize> = (0..prepared.len()).filter(|&i| prepared[i].cached.is_none() && prepared[i].to_model && !prepared[i].la.findings.is_empty()).collect();
+    if wanted.is_empty() {
+        return Ok(answers);
+    }
+    load_model(model, model_source, sha, opts, stats)?;
+    let jobs: Vec<concurrent::ModelJob> = wanted
+        .iter()
+        .map(|&i| concurrent::ModelJob {
+            rank: i,
+            launch: &reps[i].launch,
+            la: &prepared[i].la,
+            group: &chosen[i].1,
+            lines: &prepared[i].source_lines_all,
+            located: prepared[i].located.as_ref().and_then(|l| l.as_ref().ok()),
+        })
+        .collect();
+    let Model { engine, info } = model.take().expect("model loaded above");
+    let (engine, found) = concurrent::answer_all(engine, &jobs, prepared.len(), opts, stats)?;
+    *model = Some(Model { engine, info });
+    for (i, f) in wanted.into_iter().zip(found) {
+        answers[i] = Some(f);
+    }
+    Ok(answers)
+}
+
 /// The explain stage after the first pass (shared by `keet explain` and `keet merge`): ranks the
 /// table's groups, re-reads the chosen representatives, explains them (`known` findings first,
 /// then the cache, then the model or the rule layer) and assembles the report.
@@ -268,6 +343,8 @@ pub fn explain_table(
     let mut model: Option<Model> = None;
     let mut kernels = Vec::new();
     let user_code = user_code(opts);
+    // What each chosen kernel is, and whether a shard or the cache already holds its findings.
+    let mut prepared: Vec<Prepared> = Vec::with_capacity(chosen.len());
     for (rank, ((entry, group), loaded)) in chosen.iter().zip(&reps).enumerate() {
         let launch = &loaded.launch;
         let rep = table.groups[*entry].rep;
@@ -297,37 +374,21 @@ pub fn explain_table(
         if !to_model {
             cached = None;
         }
+        prepared.push(Prepared { la, source_lines_all, located, key, cached, to_model });
+    }
+    // The model's answers for the kernels neither known nor cached (several at once with --concurrency).
+    let mut answers = ask_model(&prepared, &chosen, &reps, &mut model, &model_source, model_sha.as_deref(), opts, &mut stats)?;
+    for (rank, (((_entry, group), loaded), p)) in chosen.iter().zip(&reps).zip(prepared).enumerate() {
+        let launch = &loaded.launch;
+        let Prepared { la, source_lines_all, located, key, cached, to_model } = p;
         let (found, cache_id, from_cache) = match cached {
             Some((cf, id, from_cache)) => {
                 stats.kernels_from_cache += usize::from(from_cache);
                 (cf, id, from_cache)
             }
-            None => {
-                let cf = if la.findings.is_empty() {
-                    // Nothing the rule layer can support: the model would have nothing to cite.
-                    rules_only(launch, &la, &source_lines_all)
-                } else if let (Some(sha), true) = (&model_sha, to_model) {
-                    let m = load_model(&mut model, &model_source, sha, opts, &mut stats)?;
-                    let tg = Instant::now();
-                    if opts.progress {
-                        eprintln!("keet: [{}/{}] asking {} about {} ...", rank + 1, n_chosen, m.info.name, trunc_name(&group.name, 60));
-                    }
-                    let mut found = explain_with_model(&mut m.engine, launch, &la, group, &source_lines_all, opts, &mut stats)?;
-                    if let Some(Ok(loc)) = &located {
-                        let asked = ForEdit { launch, la: &la, group, lines: &source_lines_all, found: &found, located: loc };
-                        found.code = Some(ask_for_edit(&mut m.engine, asked, opts, &mut stats)?);
-                    }
-                    stats.generate_s += tg.elapsed().as_secs_f64();
-                    if opts.progress {
-                        eprintln!("keet: [{}/{}] done in {:.1} s", rank + 1, n_chosen, tg.elapsed().as_secs_f64());
-                    }
-                    stats.kernels_asked += 1;
-                    found
-                } else {
-                    rules_only(launch, &la, &source_lines_all)
-                };
-                (cf, None, false)
-            }
+            // Without an answer (no model, not asked, or nothing the rule layer can support for the
+            // model to cite): the rule layer's findings.
+            None => (answers[rank].take().unwrap_or_else(|| rules_only(launch, &la, &source_lines_all)), None, false),
         };
         let mut found = found;
         if found.code.is_none() {
@@ -796,7 +857,7 @@ fn field_text(f: &Finding, field: Field) -> Option<&str> {
 /// Asks the model, validates, repairs once, drops what still fails, puts every sentence through
 /// the prose gate (one re-ask, then the expert text), and fills gaps from the rules.
 fn explain_with_model(
-    engine: &mut Engine,
+    engine: &mut dyn Generate,
     launch: &Launch,
     la: &LaunchAnalysis,
     group: &KernelGroup,
@@ -1181,7 +1242,7 @@ struct ForEdit<'a> {
 }
 
 /// Asks for the one checked edit of the first shown finding that can be fixed in the kernel's code.
-fn ask_for_edit(engine: &mut Engine, k: ForEdit<'_>, opts: &ExplainOptions, stats: &mut RunStats) -> Result<CodeSection, ExplainError> {
+fn ask_for_edit(engine: &mut dyn Generate, k: ForEdit<'_>, opts: &ExplainOptions, stats: &mut RunStats) -> Result<CodeSection, ExplainError> {
     let categories: Vec<rules::Category> = k.found.findings.iter().map(|f| f.finding.category).collect();
     let Some(shown) = code::edit_target(&categories).map(|i| &k.found.findings[i]) else {
         return Ok(CodeSection { kernel: Some(k.located.reference()), no_edit: Some("no finding to fix".into()), ..Default::default() });
