@@ -124,6 +124,9 @@ pub struct EvalReport {
     /// `--twins` with the explained format: the model's own edits against the real fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edits: Option<super::twins::EditScore>,
+    /// `--sets` with both formats: `set` against `profiles` on the same questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_vs_profiles: Option<super::sets::AgainstProfiles>,
 }
 
 /// What a question needs for scoring.
@@ -266,6 +269,7 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         answers,
         errors: meta.errors,
         edits: None,
+        set_vs_profiles: None,
     }
 }
 
@@ -409,7 +413,7 @@ pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered
 
 /// The baseline first, then the formats in the order keet asks them, then any other.
 fn format_order(format: &str) -> usize {
-    ["none", "raw", "generic", "context", "explained", "md"].iter().position(|f| *f == format).unwrap_or(6)
+    ["none", "raw", "generic", "context", "explained", "md", "profiles", "set"].iter().position(|f| *f == format).unwrap_or(8)
 }
 
 /// Scores an answers file against a questions file.
