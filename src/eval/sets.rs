@@ -573,3 +573,51 @@ pub fn context_tokens(set: &EvalSet, formats: &[Condition], count: &dyn Fn(&str)
         .collect();
     format!("context sizes over {} sets: {}", set.contexts.len(), parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses_and_every_stem_names_its_set() {
+        let t = table();
+        for stem in [&t.stems.fastest, &t.stems.fastest_per_thread, &t.stems.bound, &t.stems.change, &t.stems.best_step, &t.stems.step_change] {
+            assert!(stem.contains("{kernel}"), "{stem}");
+        }
+        assert!(t.step_metrics.len() >= 4 && t.step_metrics.values().all(|m| !m.metrics.is_empty() && !m.text.is_empty()));
+        assert!(t.thresholds.metric_lead_ratio > 1.0 && t.thresholds.step_lead_ratio > 1.0);
+    }
+
+    /// Three distractors, none equal to the key, none twice; too few candidates: no question.
+    #[test]
+    fn drawing_keeps_the_key_out_of_the_distractors() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let others: Vec<String> = ["a", "b", "key", "c", "d"].map(String::from).to_vec();
+        let (key, distractors) = draw("key".into(), others, &mut rng).expect("enough candidates");
+        assert_eq!(key, "key");
+        assert_eq!(distractors.len(), 3);
+        assert!(!distractors.contains(&key));
+        let unique: HashSet<&String> = distractors.iter().collect();
+        assert_eq!(unique.len(), 3);
+        assert!(draw("key".into(), ["a", "key", "b"].map(String::from).to_vec(), &mut rng).is_none());
+    }
+
+    #[test]
+    fn a_change_from_zero_outweighs_any_ratio_and_no_change_is_zero() {
+        assert_eq!(log_change(0.0, 5.0), f64::INFINITY);
+        assert_eq!(log_change(0.0, 0.0), 0.0);
+        assert!((log_change(4.0, 1.0) - 4f64.ln()).abs() < 1e-12);
+        assert_eq!(log_change(2.0, 8.0), log_change(8.0, 2.0));
+    }
+
+    #[test]
+    fn the_single_profile_default_becomes_the_set_formats() {
+        let single = [Condition::None, Condition::Raw, Condition::Generic, Condition::Context, Condition::Explained];
+        assert_eq!(formats(&single, &single).unwrap(), DEFAULT_FORMATS.to_vec());
+        assert_eq!(formats(&[Condition::None, Condition::Set], &single).unwrap(), vec![Condition::None, Condition::Set]);
+        let err = formats(&[Condition::Raw, Condition::Explained], &single).unwrap_err().to_string();
+        assert!(err.contains("explained"), "{err}");
+        assert!(refuse_set_formats(&[Condition::Raw, Condition::Profiles]).is_err());
+        assert!(refuse_set_formats(&single).is_ok());
+    }
+}
