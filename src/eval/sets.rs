@@ -610,6 +610,48 @@ mod tests {
         assert_eq!(log_change(2.0, 8.0), log_change(8.0, 2.0));
     }
 
+    /// Planted answers: `set` right in every rotation, `profiles` always `B`. Twelve questions
+    /// keyed A, C or D: set wins all twelve (p < 0.001), the claim holds, and the text table says
+    /// so without listing the single-profile kinds as missing.
+    #[test]
+    fn set_against_profiles_uses_the_paired_sign_test() {
+        let letters = ["A", "C", "D"];
+        let ids: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+        let keys: Vec<Key> =
+            ids.iter().enumerate().map(|(i, id)| Key { id, seed: 0, kind: QuestionKind::SetBound, answer: letters[i % 3] }).collect();
+        let answers: Vec<Answered> = keys
+            .iter()
+            .map(|k| {
+                let right: Vec<String> = (0..super::super::ROTATIONS).map(|r| super::super::rotated_letter(k.answer, r).to_string()).collect();
+                let given = [("profiles".to_string(), vec!["B".to_string(); 4]), ("set".to_string(), right)].into();
+                Answered { id: k.id.into(), kind: k.kind, answer: k.answer.into(), given }
+            })
+            .collect();
+        let formats = ["profiles".to_string(), "set".to_string()];
+        let vs = against_profiles(&keys, &answers, &formats, 4).expect("both formats asked");
+        assert_eq!((vs.overall.paired.wins, vs.overall.paired.losses, vs.overall.paired.delta_pts), (12, 0, 100.0));
+        assert!(vs.overall.paired.p_value < 0.001 && vs.claim_holds);
+        assert_eq!(vs.rows.len(), 1);
+        assert!(against_profiles(&keys, &answers, &formats[..1], 4).is_none());
+        let meta = score::ReportMeta {
+            model: None,
+            answers_file: None,
+            seeds: vec![0],
+            files: vec![],
+            profiles_without_questions: vec![],
+            rotations: 4,
+            truncated_contexts: 0,
+            cost: vec![],
+            wall_s: None,
+            errors: vec![],
+        };
+        let mut report = score::report(&keys, answers, &formats, meta);
+        report.set_vs_profiles = Some(vs);
+        let text = crate::render::render("eval.txt", &report).expect("renders");
+        assert!(text.contains("The claim holds"), "{text}");
+        assert!(text.contains("No questions of kind: set-fastest") && !text.contains("occupancy-limiter"), "{text}");
+    }
+
     #[test]
     fn the_single_profile_default_becomes_the_set_formats() {
         let single = [Condition::None, Condition::Raw, Condition::Generic, Condition::Context, Condition::Explained];
