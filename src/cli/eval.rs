@@ -299,7 +299,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     let mut report = score::report(&keys, run.answers, &format_names, meta);
     report.edits = edits;
     if a.sets {
-        report.set_vs_profiles = eval::sets::against_profiles(&keys, &report.answers, &format_names, a.rotations);
+        report.set_vs_profiles = eval::set_score::against_profiles(&keys, &report.answers, &format_names, a.rotations);
     }
     render_report(&a, &report)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })

@@ -15,6 +15,7 @@ pub mod answer;
 pub mod generic;
 pub mod questions;
 pub mod score;
+pub mod set_score;
 pub mod sets;
 pub mod stats;
 pub mod twins;

@@ -10,10 +10,9 @@
 //! `--format context` of each member, one after another: the single-profile analysis), `set`
 //! (keet's set context, [`crate::render::set_context`]); `none` and `generic` as in `keet eval`.
 //! Scoring is `keet eval`'s, plus `set` against `profiles` on the same questions
-//! ([`against_profiles`]).
+//! ([`AgainstProfiles`], scored in `set_score.rs`).
 
 use super::questions::{self, Basis, Draft, QuestionKind};
-use super::score::{self, Answered, Key, Paired};
 use super::{Condition, ContextSource, Contexts, EvalError, EvalOptions, EvalSet, Question, LETTERS};
 use crate::analysis::FileError;
 use crate::explain::report::{ExplainReport, KernelExplanation};
@@ -171,12 +170,7 @@ fn fastest(set: &KernelSet, launches: &[&Launch], rng: &mut StdRng) -> Option<Dr
 fn bound(set: &KernelSet, m: &Member, launch: &Launch) -> Option<Draft> {
     let d = questions::bound_unit(launch, &named(m))?;
     let question = table().stems.bound.replace("{kernel}", &set.name).replace("{member}", &named(m));
-    Some(Draft {
-        kind: QuestionKind::SetBound,
-        question,
-        basis: d.basis.into_iter().map(|b| with_member(b, m)).collect(),
-        ..d
-    })
+    Some(Draft { kind: QuestionKind::SetBound, question, basis: d.basis.into_iter().map(|b| with_member(b, m)).collect(), ..d })
 }
 
 /// At which member (in the set's order) the busiest unit first differs from the member before,
@@ -380,7 +374,11 @@ fn raw_context(set: &KernelSet, loaded: &Loaded) -> Option<String> {
         let mut rows: BTreeMap<String, String> = super::raw_rows(k, launch).into_iter().collect();
         for name in &extra {
             if let Some(metric) = launch.metrics.get(name) {
-                let v = if metric.raw_unit.is_empty() { metric.raw_value.to_string() } else { format!("{} {}", metric.raw_value, metric.raw_unit) };
+                let v = if metric.raw_unit.is_empty() {
+                    metric.raw_value.to_string()
+                } else {
+                    format!("{} {}", metric.raw_value, metric.raw_unit)
+                };
                 rows.insert(name.to_string(), v);
             }
         }
@@ -396,7 +394,8 @@ fn raw_context(set: &KernelSet, loaded: &Loaded) -> Option<String> {
 
 /// The profiles format: keet's `--format context` of each member's kernel, one after another.
 fn profiles_context(set: &KernelSet, loaded: &Loaded) -> Option<String> {
-    let mut out = format!("keet's analysis of each of the {} members of the set of `{}`, one profile at a time.\n\n", set.members.len(), set.name);
+    let mut out =
+        format!("keet's analysis of each of the {} members of the set of `{}`, one profile at a time.\n\n", set.members.len(), set.name);
     for m in &set.members {
         let (report, k) = loaded.kernel(m)?;
         let mut one = super::report_with(report, &[k]);
@@ -468,7 +467,8 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
 
 /// A draft with its options shuffled.
 fn question(d: Draft, seed: u64, number: usize, file: PathBuf, kernel: String, context: usize, rng: &mut StdRng) -> Question {
-    let mut options: Vec<(String, bool)> = std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
+    let mut options: Vec<(String, bool)> =
+        std::iter::once((d.correct, true)).chain(d.distractors.into_iter().map(|x| (x, false))).collect();
     options.shuffle(rng);
     let at = options.iter().position(|o| o.1).expect("the correct option is among the options");
     Question {
@@ -487,7 +487,7 @@ fn question(d: Draft, seed: u64, number: usize, file: PathBuf, kernel: String, c
 }
 
 /// `set` against `profiles` on the same questions: the paper's claim that a set's analysis
-/// answers set questions better than each profile's analysis alone.
+/// answers set questions better than each profile's analysis alone (scored in `set_score.rs`).
 #[derive(Debug, Clone, Serialize)]
 pub struct AgainstProfiles {
     pub format: String,
@@ -501,62 +501,31 @@ pub struct AgainstProfiles {
     pub claim_max_p: f64,
 }
 
+/// One kind's (or all questions') pairing of `set` with `profiles`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairedRow {
     pub kind: String,
     pub questions: usize,
-    pub paired: Paired,
+    pub paired: SetPaired,
 }
 
-/// Scores `set` against `profiles` with `keet eval`'s own scoring ([`score::report`]): the
-/// answers' `profiles` letters stand in the baseline's place, so the wins, losses, points and sign
-/// test are computed exactly as each format's against `raw`. `None` when either was not asked.
-pub fn against_profiles(keys: &[Key], answers: &[Answered], formats: &[String], rotations: usize) -> Option<AgainstProfiles> {
-    let has = |f: &str| formats.iter().any(|x| x == f);
-    if !has("set") || !has("profiles") {
-        return None;
-    }
-    let renamed: Vec<Answered> = answers
-        .iter()
-        .map(|a| {
-            let mut given = BTreeMap::new();
-            for (format, baseline) in [("profiles", score::BASELINE), ("set", "set")] {
-                if let Some(letters) = a.given.get(format) {
-                    given.insert(baseline.to_string(), letters.clone());
-                }
-            }
-            Answered { given, ..a.clone() }
-        })
-        .collect();
-    let formats = [score::BASELINE.to_string(), "set".to_string()];
-    let meta = score::ReportMeta {
-        model: None,
-        answers_file: None,
-        seeds: vec![],
-        files: vec![],
-        profiles_without_questions: vec![],
-        rotations,
-        truncated_contexts: 0,
-        cost: vec![],
-        wall_s: None,
-        errors: vec![],
-    };
-    let r = score::report(keys, renamed, &formats, meta);
-    let paired = |row: &score::Row| -> Option<PairedRow> {
-        let vs = row.cells.iter().find(|c| c.format == "set")?.vs_raw.clone()?;
-        Some(PairedRow { kind: row.kind.clone(), questions: row.questions, paired: Paired { against: "profiles".into(), ..vs } })
-    };
-    let overall = paired(&r.overall)?;
-    let th = &table().thresholds;
-    Some(AgainstProfiles {
-        format: "set".into(),
-        against: "profiles".into(),
-        rows: r.by_kind.iter().filter(|row| row.questions > 0).filter_map(paired).collect(),
-        claim_holds: overall.paired.delta_pts >= th.claim_min_points && overall.paired.p_value < th.claim_max_p,
-        overall,
-        claim_min_points: th.claim_min_points,
-        claim_max_p: th.claim_max_p,
-    })
+/// `keet eval`'s paired comparison (the fields of score's `Paired`), `set` against `profiles`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetPaired {
+    pub against: String,
+    /// Questions right with `set` and wrong with `profiles`.
+    pub wins: usize,
+    /// Questions right with `profiles` and wrong with `set`.
+    pub losses: usize,
+    /// Circular accuracy difference, points.
+    pub delta_pts: f64,
+    /// Exact two-sided sign test on the discordant pairs.
+    pub p_value: f64,
+}
+
+/// The claim's thresholds: (points, p) from `expert/eval-sets.toml`.
+pub(crate) fn claim_thresholds() -> (f64, f64) {
+    (table().thresholds.claim_min_points, table().thresholds.claim_max_p)
 }
 
 /// "raw 904-6357 (mean 2500) tokens, ...": each format's context sizes over the sets asked, as
@@ -581,7 +550,9 @@ mod tests {
     #[test]
     fn the_table_parses_and_every_stem_names_its_set() {
         let t = table();
-        for stem in [&t.stems.fastest, &t.stems.fastest_per_thread, &t.stems.bound, &t.stems.change, &t.stems.best_step, &t.stems.step_change] {
+        for stem in
+            [&t.stems.fastest, &t.stems.fastest_per_thread, &t.stems.bound, &t.stems.change, &t.stems.best_step, &t.stems.step_change]
+        {
             assert!(stem.contains("{kernel}"), "{stem}");
         }
         assert!(t.step_metrics.len() >= 4 && t.step_metrics.values().all(|m| !m.metrics.is_empty() && !m.text.is_empty()));
@@ -608,48 +579,6 @@ mod tests {
         assert_eq!(log_change(0.0, 0.0), 0.0);
         assert!((log_change(4.0, 1.0) - 4f64.ln()).abs() < 1e-12);
         assert_eq!(log_change(2.0, 8.0), log_change(8.0, 2.0));
-    }
-
-    /// Planted answers: `set` right in every rotation, `profiles` always `B`. Twelve questions
-    /// keyed A, C or D: set wins all twelve (p < 0.001), the claim holds, and the text table says
-    /// so without listing the single-profile kinds as missing.
-    #[test]
-    fn set_against_profiles_uses_the_paired_sign_test() {
-        let letters = ["A", "C", "D"];
-        let ids: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
-        let keys: Vec<Key> =
-            ids.iter().enumerate().map(|(i, id)| Key { id, seed: 0, kind: QuestionKind::SetBound, answer: letters[i % 3] }).collect();
-        let answers: Vec<Answered> = keys
-            .iter()
-            .map(|k| {
-                let right: Vec<String> = (0..super::super::ROTATIONS).map(|r| super::super::rotated_letter(k.answer, r).to_string()).collect();
-                let given = [("profiles".to_string(), vec!["B".to_string(); 4]), ("set".to_string(), right)].into();
-                Answered { id: k.id.into(), kind: k.kind, answer: k.answer.into(), given }
-            })
-            .collect();
-        let formats = ["profiles".to_string(), "set".to_string()];
-        let vs = against_profiles(&keys, &answers, &formats, 4).expect("both formats asked");
-        assert_eq!((vs.overall.paired.wins, vs.overall.paired.losses, vs.overall.paired.delta_pts), (12, 0, 100.0));
-        assert!(vs.overall.paired.p_value < 0.001 && vs.claim_holds);
-        assert_eq!(vs.rows.len(), 1);
-        assert!(against_profiles(&keys, &answers, &formats[..1], 4).is_none());
-        let meta = score::ReportMeta {
-            model: None,
-            answers_file: None,
-            seeds: vec![0],
-            files: vec![],
-            profiles_without_questions: vec![],
-            rotations: 4,
-            truncated_contexts: 0,
-            cost: vec![],
-            wall_s: None,
-            errors: vec![],
-        };
-        let mut report = score::report(&keys, answers, &formats, meta);
-        report.set_vs_profiles = Some(vs);
-        let text = crate::render::render("eval.txt", &report).expect("renders");
-        assert!(text.contains("The claim holds"), "{text}");
-        assert!(text.contains("No questions of kind: set-fastest") && !text.contains("occupancy-limiter"), "{text}");
     }
 
     #[test]

@@ -14,12 +14,7 @@ const SHOWN_FINDINGS: [&str; 3] = ["change", "scaling", "step"];
 /// The set as compact Markdown.
 pub fn set_context(set: &KernelSet) -> String {
     let varies = if set.varies.is_empty() { "nothing".to_string() } else { set.varies.join(" and ") };
-    let mut out = format!(
-        "## Set `{}`: {} members, varying {varies} (ordered by {})\n\n",
-        set.name,
-        set.members.len(),
-        set.order
-    );
+    let mut out = format!("## Set `{}`: {} members, varying {varies} (ordered by {})\n\n", set.name, set.members.len(), set.order);
     out.push_str("| # | member | file | time | regime | busiest unit | primary problem |\n|---|---|---|---|---|---|---|\n");
     for (i, m) in set.members.iter().enumerate() {
         out.push_str(&member_row(i + 1, m));

@@ -65,7 +65,10 @@ fn the_gemm_series_keys_follow_the_raw_times() {
     let set = build(&dir, &[0, 1]);
     for seed in [0, 1] {
         let about_gemm = |kind: QuestionKind| {
-            set.questions.iter().find(|q| q.seed == seed && q.kind == kind && q.kernel == "gemm").unwrap_or_else(|| panic!("a {kind:?} question"))
+            set.questions
+                .iter()
+                .find(|q| q.seed == seed && q.kind == kind && q.kernel == "gemm")
+                .unwrap_or_else(|| panic!("a {kind:?} question"))
         };
         let q = about_gemm(QuestionKind::SetFastest);
         assert_eq!(q.answer_key, fastest, "the fastest member is the one with the least gpu__time_duration.sum: {times:?}");
@@ -78,10 +81,7 @@ fn the_gemm_series_keys_follow_the_raw_times() {
 
 /// The launches of a set's members, read from their files.
 fn launches_of(set: &KernelSet) -> Vec<keet::profile::Launch> {
-    set.members
-        .iter()
-        .map(|m| keet::profile::read_path(&m.file).expect("reads the member").launches[m.launch as usize].clone())
-        .collect()
+    set.members.iter().map(|m| keet::profile::read_path(&m.file).expect("reads the member").launches[m.launch as usize].clone()).collect()
 }
 
 /// keet's analysis of the members turned upside down: times reversed, every regime, unit,
@@ -298,9 +298,10 @@ fn eval_sets_with_the_model_scores_set_against_profiles() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v3.schema.json")).unwrap())
-            .unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/eval-v3.schema.json")).unwrap(),
+    )
+    .unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     let errors: Vec<String> = v.iter_errors(&r).map(|e| format!("{e} at {}", e.instance_path())).collect();
     assert!(errors.is_empty(), "{errors:?}");
