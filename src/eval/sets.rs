@@ -261,10 +261,12 @@ fn step_metric(metric: &StepMetric, launch: &Launch, m: &Member) -> Option<(f64,
 /// How much a metric changed: the log of the larger value over the smaller (infinite from zero).
 fn log_change(a: f64, b: f64) -> f64 {
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    match (lo, hi) {
-        (lo, hi) if hi <= 0.0 || lo < 0.0 => 0.0,
-        (lo, _) if lo == 0.0 => f64::INFINITY,
-        (lo, hi) => (hi / lo).ln(),
+    if hi <= 0.0 || lo < 0.0 {
+        0.0
+    } else if lo == 0.0 {
+        f64::INFINITY
+    } else {
+        (hi / lo).ln()
     }
 }
 
