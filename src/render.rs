@@ -8,6 +8,7 @@ pub mod context;
 pub mod explain;
 pub mod explain_view;
 pub mod roofline;
+pub mod set_context;
 pub mod sets_plot;
 
 /// Output formats.

@@ -27,6 +27,12 @@ pub struct EvalArgs {
     /// `.ncu-rep` files, ncu CSV exports, or directories (searched recursively).
     #[arg(required_unless_present_any = ["answers", "twins"])]
     pub paths: Vec<PathBuf>,
+    /// Sets of profiles instead of single profiles: the sets keet finds among PATHS (as `keet
+    /// explain` does) ask which member is fastest, what bounds each member, where the busiest unit
+    /// changes, which version step saved the most time and what it changed; formats raw, profiles
+    /// (each member's context) and set (keet's set context) unless --formats says otherwise.
+    #[arg(long, conflicts_with_all = ["twins", "answers"])]
+    pub sets: bool,
     /// Real before/after fixes instead of profiles: a TOML file of `[[twin]]` tables (profile,
     /// kernel, good_kernel, category; optional good_profile, source, why; paths relative to the
     /// file). Each twin asks which change makes the slow kernel fastest, with its source in every
@@ -83,6 +89,11 @@ pub struct EvalArgs {
     /// Threads for parsing (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0)]
     pub jobs: usize,
+}
+
+/// The formats `keet eval` asks in when `--formats` is not given (as its default value says).
+fn default_formats() -> Vec<Condition> {
+    vec![Condition::None, Condition::Raw, Condition::Generic, Condition::Context, Condition::Explained]
 }
 
 fn parse_rotations(s: &str) -> Result<usize, String> {
@@ -210,7 +221,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         };
     }
     let t0 = Instant::now();
-    let mut formats = a.formats.clone();
+    let mut formats = if a.sets { eval::sets::formats(&a.formats, &default_formats())? } else { a.formats.clone() };
+    if !a.sets {
+        eval::sets::refuse_set_formats(&formats)?;
+    }
     formats.sort();
     formats.dedup();
     let mut seeds = a.seeds.clone();
@@ -221,6 +235,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
             let built = eval::twins::build(path, &opts)?;
             (built.set, Some(built.twins))
         }
+        None if a.sets => (eval::sets::build(&a.paths, &opts)?, None),
         None => (eval::build(&a.paths, &opts)?, None),
     };
     // The placebo is as long as the context in the answering model's tokens.
@@ -240,7 +255,16 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         eprintln!("error: {}", e.message);
     }
     for p in &set.without_questions {
-        eprintln!("note: {}: no question (its metrics answer none of keet eval's question kinds clearly)", p.display());
+        if a.sets {
+            eprintln!("note: {}: in no set that gave a question", p.display());
+        } else {
+            eprintln!("note: {}: no question (its metrics answer none of keet eval's question kinds clearly)", p.display());
+        }
+    }
+    if a.sets {
+        if let Ok(count) = super::token_counter(a.model.model.as_deref()) {
+            eprintln!("keet eval --sets: {}", eval::sets::context_tokens(&set, &formats, count.as_ref()));
+        }
     }
     if set.questions.is_empty() {
         eprintln!("error: no questions: the inputs' metrics answer none of keet eval's question kinds clearly (they need the SpeedOfLight, Occupancy, LaunchStats, WarpStateStats or MemoryWorkloadAnalysis sections)");
@@ -297,10 +321,14 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     };
     let mut report = score::report(&keys, run.answers, &format_names, meta);
     report.edits = edits;
-    let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
-    report.context_states = eval::causes::states(&set.questions, &context_of);
-    if formats.contains(&Condition::Context) {
-        report.wrong_answer_causes = eval::causes::tally(&set.questions, &report.answers, Condition::Context.name(), &context_of);
+    if a.sets {
+        report.set_vs_profiles = eval::set_score::against_profiles(&keys, &report.answers, &format_names, a.rotations);
+    } else {
+        let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
+        report.context_states = eval::causes::states(&set.questions, &context_of);
+        if formats.contains(&Condition::Context) {
+            report.wrong_answer_causes = eval::causes::tally(&set.questions, &report.answers, Condition::Context.name(), &context_of);
+        }
     }
     render_report(&a, &report)?;
     Ok(if set.errors.is_empty() { 0 } else { 2 })

@@ -17,6 +17,8 @@ pub mod generic;
 pub mod peers;
 pub mod questions;
 pub mod score;
+pub mod set_score;
+pub mod sets;
 pub mod stats;
 pub mod twins;
 
@@ -71,6 +73,12 @@ pub enum Condition {
     Explained,
     /// keet's full Markdown report (`--format md`, rule layer only).
     Md,
+    /// `keet eval --sets`: keet's `--format context` of each member of a set, one after another
+    /// (the single-profile analysis).
+    Profiles,
+    /// `keet eval --sets`: keet's set context (`render::context::set_context`): the members with
+    /// their varying value, time, regime and bound unit, the fastest, the changes, the version steps.
+    Set,
 }
 
 impl Condition {
@@ -82,12 +90,14 @@ impl Condition {
             Condition::Context => "context",
             Condition::Explained => "explained",
             Condition::Md => "md",
+            Condition::Profiles => "profiles",
+            Condition::Set => "set",
         }
     }
 }
 
 /// One context a question is asked in, in each format.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Contexts {
     pub none: String,
     pub raw: String,
@@ -99,6 +109,12 @@ pub struct Contexts {
     /// Only when the explain stage ran with a model ([`add_explained`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explained: Option<String>,
+    /// `keet eval --sets` only: each member's `--format context`, one after another.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profiles: String,
+    /// `keet eval --sets` only: keet's set context.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub set: String,
 }
 
 impl Contexts {
@@ -110,6 +126,8 @@ impl Contexts {
             Condition::Context => &self.context,
             Condition::Explained => self.explained.as_deref().unwrap_or(""),
             Condition::Md => &self.md,
+            Condition::Profiles => &self.profiles,
+            Condition::Set => &self.set,
         }
     }
 }
@@ -271,13 +289,13 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
     Ok(set)
 }
 
-/// Fills every context's placebo ([`generic::advice`]) with as many tokens as its `context` text,
-/// counted by `count` (the answering model's tokenizer; [`build`] sizes it with
-/// [`generic::approx_tokens`] until this is called).
+/// Fills every context's placebo ([`generic::advice`]) with as many tokens as its `context` text
+/// (a set's: its `set` text), counted by `count` (the answering model's tokenizer; [`build`] sizes
+/// it with [`generic::approx_tokens`] until this is called).
 pub fn add_generic(set: &mut EvalSet, count: &dyn Fn(&str) -> usize) {
     let mut by_length: HashMap<usize, String> = HashMap::new();
     for ctx in &mut set.contexts {
-        let target = count(&ctx.context);
+        let target = count(if ctx.context.is_empty() { &ctx.set } else { &ctx.context });
         ctx.generic = by_length.entry(target).or_insert_with(|| generic::advice(target, count)).clone();
     }
 }
@@ -417,7 +435,7 @@ pub(crate) fn kernel_contexts(report: &ExplainReport, k: &KernelExplanation, lau
         generic: String::new(),
         context: crate::render::context::explain_context(&one, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(&one, crate::render::Format::Md).unwrap_or_default(),
-        explained: None,
+        ..Default::default()
     }
 }
 
@@ -428,7 +446,7 @@ fn profile_contexts(report: &ExplainReport, kernels: &[(&KernelExplanation, &Lau
         generic: String::new(),
         context: crate::render::context::explain_context(report, None).unwrap_or_default(),
         md: crate::render::explain::render_explain(report, crate::render::Format::Md).unwrap_or_default(),
-        explained: None,
+        ..Default::default()
     }
 }
 
@@ -454,7 +472,7 @@ pub fn raw_table(kernels: &[(&KernelExplanation, &Launch)]) -> String {
 }
 
 /// The metrics of the raw table for one launch, sorted by name.
-fn raw_rows(k: &KernelExplanation, launch: &Launch) -> Vec<(String, String)> {
+pub(crate) fn raw_rows(k: &KernelExplanation, launch: &Launch) -> Vec<(String, String)> {
     let t = questions::table();
     let mut names: std::collections::BTreeSet<String> =
         k.analysis.facts.all().iter().flat_map(|f| f.evidence.iter().map(|e| e.metric.clone())).collect();

@@ -29,10 +29,20 @@ pub enum QuestionKind {
     PrimaryFix,
     /// `keet eval --twins`: which change makes a kernel fastest, from a real before/after fix.
     TwinFix,
+    /// `keet eval --sets` ([`super::sets`]): which member of a set is fastest.
+    SetFastest,
+    /// `keet eval --sets`: which unit bounds one member of a set.
+    SetBound,
+    /// `keet eval --sets`: at which member along the set the busiest unit changes.
+    SetChange,
+    /// `keet eval --sets`: which step of a version series saved the most time.
+    SetBestStep,
+    /// `keet eval --sets`: which metric a version step changed the most.
+    SetStepChange,
 }
 
 impl QuestionKind {
-    pub const ALL: [QuestionKind; 8] = [
+    pub const ALL: [QuestionKind; 13] = [
         QuestionKind::BoundUnit,
         QuestionKind::OccupancyLimiter,
         QuestionKind::SectorWaste,
@@ -41,6 +51,11 @@ impl QuestionKind {
         QuestionKind::MostGain,
         QuestionKind::PrimaryFix,
         QuestionKind::TwinFix,
+        QuestionKind::SetFastest,
+        QuestionKind::SetBound,
+        QuestionKind::SetChange,
+        QuestionKind::SetBestStep,
+        QuestionKind::SetStepChange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +68,11 @@ impl QuestionKind {
             QuestionKind::MostGain => "most-gain",
             QuestionKind::PrimaryFix => "primary-fix",
             QuestionKind::TwinFix => "twin-fix",
+            QuestionKind::SetFastest => "set-fastest",
+            QuestionKind::SetBound => "set-bound",
+            QuestionKind::SetChange => "set-change",
+            QuestionKind::SetBestStep => "set-best-step",
+            QuestionKind::SetStepChange => "set-step-change",
         }
     }
 }
@@ -250,7 +270,8 @@ fn stem(kind: &Kind, label: &str) -> String {
     kind.stem.replace("{kernel}", label)
 }
 
-fn bound_unit(launch: &Launch, label: &str) -> Option<Draft> {
+/// The single-profile bound-unit question (also asked of each member of a set by `keet eval --sets`).
+pub(crate) fn bound_unit(launch: &Launch, label: &str) -> Option<Draft> {
     let t = table();
     let th = &t.thresholds;
     let mut r = Raw::new(launch);
@@ -517,6 +538,28 @@ pub fn twin_fix_key(category: &str) -> Option<&'static str> {
 pub fn problems_of(launch: &Launch) -> Vec<&'static str> {
     let mut raw = Raw::new(launch);
     primary_problems(launch, &mut raw)
+}
+
+/// A raw metric by its `expert/eval.toml` key (`duration`, `grid_blocks`, ...), with its basis.
+pub(crate) fn raw_metric(launch: &Launch, key: &str) -> Option<(f64, Basis)> {
+    let mut r = Raw::new(launch);
+    let v = r.get(key)?;
+    Some((v, r.basis.pop()?))
+}
+
+/// A raw metric by the first of `names` the launch has, with its basis.
+pub(crate) fn raw_named(launch: &Launch, names: &[String]) -> Option<(f64, Basis)> {
+    names.iter().find_map(|name| {
+        let m = launch.metrics.get(name)?;
+        let v = m.as_f64()?;
+        let raw = if m.raw_unit.is_empty() { m.raw_value.to_string() } else { format!("{} {}", m.raw_value, m.raw_unit) };
+        Some((v, Basis { metric: name.clone(), value: v, raw, kernel: String::new() }))
+    })
+}
+
+/// The share of peak under which no unit bounds a kernel (`idle_all_below_pct`).
+pub(crate) fn idle_all_below_pct() -> f64 {
+    table().thresholds.idle_all_below_pct
 }
 
 /// One kernel of a profile, for the profile question.

@@ -130,6 +130,9 @@ pub struct EvalReport {
     /// The questions the `context` format got wrong, by how the context states their key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wrong_answer_causes: Vec<CauseRow>,
+    /// `--sets` with both formats: `set` against `profiles` on the same questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_vs_profiles: Option<super::sets::AgainstProfiles>,
 }
 
 /// One row of a causes table: a question kind (or `overall`) and its counts.
@@ -288,6 +291,7 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         edits: None,
         context_states: Vec::new(),
         wrong_answer_causes: Vec::new(),
+        set_vs_profiles: None,
     }
 }
 
@@ -431,7 +435,7 @@ pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered
 
 /// The baseline first, then the formats in the order keet asks them, then any other.
 fn format_order(format: &str) -> usize {
-    ["none", "raw", "generic", "context", "explained", "md"].iter().position(|f| *f == format).unwrap_or(6)
+    ["none", "raw", "generic", "context", "explained", "md", "profiles", "set"].iter().position(|f| *f == format).unwrap_or(8)
 }
 
 /// Scores an answers file against a questions file.

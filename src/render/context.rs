@@ -56,7 +56,7 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
     base["devices"] = json!(devices);
     let skipped = report.skipped_kernels;
     let shown_share = |shown: usize| shares[..shown].iter().filter(|x| x.is_finite()).sum::<f64>();
-    fit(n, budget, |shown, detail| {
+    let kernels_text = fit(n, budget, |shown, detail| {
         let mut ctx = base.clone();
         ctx["shown"] = json!(shown);
         ctx["detail"] = json!(detail);
@@ -64,7 +64,28 @@ pub fn explain_context(report: &ExplainReport, budget: Option<&TokenBudget>) -> 
         ctx["omitted_share_pct"] = json!((100.0 - shown_share(shown)).max(0.0));
         ctx["max_tokens"] = json!(budget.filter(|_| shown < n).map(|b| b.max_tokens));
         render("explain.context", ctx)
-    })
+    })?;
+    Ok(with_sets(kernels_text, &report.sets, budget))
+}
+
+/// The kernels' context followed by the sets section when sets were found and it fits the budget
+/// (the kernels come first: a budget too small for both keeps them and says the sets were left out).
+fn with_sets(mut text: String, sets: &[crate::sets::KernelSet], budget: Option<&TokenBudget>) -> String {
+    let section = super::set_context::sets_section(sets);
+    if section.is_empty() {
+        return text;
+    }
+    let whole = format!("{text}{section}");
+    match budget {
+        Some(b) if (b.count)(&whole) > b.max_tokens => {
+            let note = format!("\n({} sets of profiles left out to fit {} tokens.)\n", sets.len(), b.max_tokens);
+            if (b.count)(&format!("{text}{note}")) <= b.max_tokens {
+                text.push_str(&note);
+            }
+            text
+        }
+        _ => whole,
+    }
 }
 
 /// The compare report as context, within `budget` when given.

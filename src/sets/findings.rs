@@ -10,7 +10,7 @@ use super::{thresholds, Change, KernelSet, MemberRef, Pair, SetFinding};
 use crate::rules::fmt_num;
 
 /// A duration as reports show it (the renderers' `dur`: 2 decimals in s, ms, us; whole ns).
-fn dur(ns: f64) -> String {
+pub fn dur(ns: f64) -> String {
     match ns {
         ns if ns >= 1e9 => format!("{:.2} s", ns / 1e9),
         ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),

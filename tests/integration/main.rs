@@ -19,6 +19,7 @@ mod error_messages;
 mod eval_cli;
 mod eval_questions;
 mod eval_reuse;
+mod eval_sets;
 mod explain_default_model;
 mod explain_e2e;
 mod explain_prose_gate;

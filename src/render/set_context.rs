@@ -1,0 +1,60 @@
+//! A set of profiles as compact text for an LLM's context window (the `set` format of `keet eval
+//! --sets`, and the sets section of `keet explain --format context`): one table row per member with
+//! its varying value, time, regime, busiest unit and % of peak, and primary problem; the fastest
+//! member; where the regime or the primary problem changes; how time scales; what each version
+//! step changed. Everything comes from the set's structured analysis ([`crate::sets`]), which is
+//! computed from the members' facts; nothing is added here but the layout.
+
+use crate::rules::fmt_num;
+use crate::sets::{KernelSet, Member};
+
+/// Kinds of set findings shown (the others repeat the table or are bookkeeping).
+const SHOWN_FINDINGS: [&str; 3] = ["change", "scaling", "step"];
+
+/// The set as compact Markdown.
+pub fn set_context(set: &KernelSet) -> String {
+    let varies = if set.varies.is_empty() { "nothing".to_string() } else { set.varies.join(" and ") };
+    let mut out = format!("## Set `{}`: {} members, varying {varies} (ordered by {})\n\n", set.name, set.members.len(), set.order);
+    out.push_str("| # | member | file | time | regime | busiest unit | primary problem |\n|---|---|---|---|---|---|---|\n");
+    for (i, m) in set.members.iter().enumerate() {
+        out.push_str(&member_row(i + 1, m));
+    }
+    out.push('\n');
+    if let Some(f) = &set.fastest {
+        let time = f.duration_ns.map(crate::sets::findings::dur).unwrap_or_else(|| "?".into());
+        let per_thread = set.members.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value).and_then(|m| {
+            let threads = m.threads().filter(|t| *t > 0.0)?;
+            Some(format!(", {} ns per thread", fmt_num(m.duration_ns? / threads)))
+        });
+        let shown = if f.by == "time" { String::new() } else { per_thread.unwrap_or_default() };
+        out.push_str(&format!("Fastest (by {}): {} at {time}{shown}.\n", f.by, f.value));
+    }
+    for finding in set.findings.iter().filter(|f| SHOWN_FINDINGS.contains(&f.kind.as_str())) {
+        out.push_str(&format!("- {}\n", finding.text));
+    }
+    out
+}
+
+fn member_row(number: usize, m: &Member) -> String {
+    let file = m.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let time = m.duration_ns.map(crate::sets::findings::dur).unwrap_or_else(|| "?".into());
+    let unit = match (&m.bound_unit, m.bound_pct) {
+        (Some(u), Some(p)) => format!("{u} {}%", fmt_num(p)),
+        _ => "not measured".into(),
+    };
+    let primary = m.primary.clone().unwrap_or_else(|| "none found".into());
+    format!("| {number} | {} | {file} | {time} | {} | {unit} | {primary} |\n", m.value, m.regime)
+}
+
+/// The sets section appended to `keet explain --format context` when sets were found.
+pub fn sets_section(sets: &[KernelSet]) -> String {
+    if sets.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n# Sets of profiles ({})\n\n", sets.len());
+    for set in sets {
+        out.push_str(&set_context(set));
+        out.push('\n');
+    }
+    out
+}
