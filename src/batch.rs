@@ -13,8 +13,8 @@
 //! the order the launches were added in, and ties are broken by where a group was first seen.
 
 use crate::analysis::FileError;
-use crate::report::explain::KernelGroup;
 use crate::profile::{Launch, Profile, SourceKind};
+use crate::report::explain::KernelGroup;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::IsTerminal;

@@ -234,15 +234,26 @@ mod tests {
         let q = question(
             QuestionKind::TopStall,
             "long_scoreboard",
-            &["barrier (waiting at __syncthreads)", "long_scoreboard (waiting for L1TEX)", "wait (fixed latency)", "math_pipe_throttle (a pipe is busy)"],
+            &[
+                "barrier (waiting at __syncthreads)",
+                "long_scoreboard (waiting for L1TEX)",
+                "wait (fixed latency)",
+                "math_pipe_throttle (a pipe is busy)",
+            ],
             "B",
         );
         assert_eq!(stated(&q, "- Top stalls: long_scoreboard 12.3 (45%), barrier 4.1 (15%)\n"), Stated::OptionWords);
-        assert_eq!(stated(&q, "- Top stalls (cycles per issued instruction): barrier 12.3 (45%), long_scoreboard 4.1\n"), Stated::Contradicts);
+        assert_eq!(
+            stated(&q, "- Top stalls (cycles per issued instruction): barrier 12.3 (45%), long_scoreboard 4.1\n"),
+            Stated::Contradicts
+        );
         let g = question(
             QuestionKind::MostGain,
             "k2",
-            &["gemm(float*) grid (1,1,1) block (1,1,1)", "void cutlass::device_kernel<flash::Fwd<128>>(Params) grid (132,1,1) block (512,1,1)"],
+            &[
+                "gemm(float*) grid (1,1,1) block (1,1,1)",
+                "void cutlass::device_kernel<flash::Fwd<128>>(Params) grid (132,1,1) block (512,1,1)",
+            ],
             "B",
         );
         let ctx = "- Profile, top-opportunities: The largest estimated gains: device_kernel up to 3 µs; gemm up to 1 µs\n";

@@ -67,7 +67,9 @@ pub fn read(name: &str, path: &Path, questions: &[Question]) -> Result<PeerConte
         let at = |what: String| EvalError::Input(format!("{}:{}: {what}", path.display(), n + 1));
         let line: Line =
             serde_json::from_str(line).map_err(|e| at(format!("{e} (expected {{\"id\": \"s0-q0001\", \"context\": \"...\"}})")))?;
-        let i = *index.get(line.id.as_str()).ok_or_else(|| at(format!("question {:?} is not one of this run's questions (make the file from this run's --questions-out)", line.id)))?;
+        let i = *index.get(line.id.as_str()).ok_or_else(|| {
+            at(format!("question {:?} is not one of this run's questions (make the file from this run's --questions-out)", line.id))
+        })?;
         if by_question[i].replace(line.context).is_some() {
             return Err(at(format!("a second context for question {:?}", questions[i].id)));
         }

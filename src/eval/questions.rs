@@ -470,11 +470,11 @@ fn primary_problems(launch: &Launch, r: &mut Raw) -> Vec<&'static str> {
     }
     let memory_busy = top != "sm" && top_pct >= th.busy_unit_pct;
     let uncoalesced = !global_sectors_ideal(r)
-        && [("load_bytes_per_sector", "load_bytes_per_sector_pct"), ("store_bytes_per_sector", "store_bytes_per_sector_pct")]
-            .iter()
-            .any(|(a, p)| {
+        && [("load_bytes_per_sector", "load_bytes_per_sector_pct"), ("store_bytes_per_sector", "store_bytes_per_sector_pct")].iter().any(
+            |(a, p)| {
                 r.get(a).or_else(|| r.get(p).map(|x| x * 32.0 / 100.0)).is_some_and(|b| b > 0.0 && b < th.uncoalesced_bytes_per_sector)
-            });
+            },
+        );
     if memory_busy && uncoalesced {
         found.push("coalesce");
     }

@@ -13,8 +13,8 @@
 use super::ExplainError;
 use crate::grounding::Grounding;
 use crate::llm::engine::GenerateOptions;
-use crate::llm::Generate;
 use crate::llm::template::ChatMessage;
+use crate::llm::Generate;
 use crate::profile::SourceFile;
 use crate::report::code::{CodeEdit, CodeOrigin, CodeSection, EditCheck, KernelCodeRef, RefusedEdit};
 use crate::rules::Category;

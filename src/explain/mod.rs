@@ -19,8 +19,8 @@ pub mod summary;
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
-use crate::llm::Generate;
 use crate::llm::template::ChatMessage;
+use crate::llm::Generate;
 use crate::profile::{Launch, Profile};
 use crate::prose::Field;
 use crate::rules;
@@ -270,7 +270,9 @@ fn ask_model(
     let mut answers: Vec<Option<CachedFindings>> = (0..prepared.len()).map(|_| None).collect();
     let Some(sha) = model_sha else { return Ok(answers) };
     // Nothing the rule layer can support: the model would have nothing to cite.
-    let wanted: Vec<usize> = (0..prepared.len()).filter(|&i| prepared[i].cached.is_none() && prepared[i].to_model && !prepared[i].la.findings.is_empty()).collect();
+    let wanted: Vec<usize> = (0..prepared.len())
+        .filter(|&i| prepared[i].cached.is_none() && prepared[i].to_model && !prepared[i].la.findings.is_empty())
+        .collect();
     if wanted.is_empty() {
         return Ok(answers);
     }
@@ -1242,7 +1244,12 @@ struct ForEdit<'a> {
 }
 
 /// Asks for the one checked edit of the first shown finding that can be fixed in the kernel's code.
-fn ask_for_edit(engine: &mut dyn Generate, k: ForEdit<'_>, opts: &ExplainOptions, stats: &mut RunStats) -> Result<CodeSection, ExplainError> {
+fn ask_for_edit(
+    engine: &mut dyn Generate,
+    k: ForEdit<'_>,
+    opts: &ExplainOptions,
+    stats: &mut RunStats,
+) -> Result<CodeSection, ExplainError> {
     let categories: Vec<rules::Category> = k.found.findings.iter().map(|f| f.finding.category).collect();
     let Some(shown) = code::edit_target(&categories).map(|i| &k.found.findings[i]) else {
         return Ok(CodeSection { kernel: Some(k.located.reference()), no_edit: Some("no finding to fix".into()), ..Default::default() });

@@ -149,12 +149,8 @@ fn occupancy_line(f: &crate::facts::Facts) -> String {
     use crate::rules::fmt_num;
     // At a theoretical 100% nothing limits: the smallest limit is only the first of several ties.
     let below_max = f.theoretical_occupancy_pct.as_ref().is_some_and(|t| t.value < 99.5);
-    let limiter = f
-        .occupancy_limit
-        .as_ref()
-        .filter(|_| below_max)
-        .map(|l| format!("limited by {}: ", l.limiter.resource()))
-        .unwrap_or_default();
+    let limiter =
+        f.occupancy_limit.as_ref().filter(|_| below_max).map(|l| format!("limited by {}: ", l.limiter.resource())).unwrap_or_default();
     match (&f.achieved_occupancy_pct, &f.theoretical_occupancy_pct) {
         (Some(a), Some(t)) => format!("{limiter}achieved {}% of a theoretical {}%", fmt_num(a.value), fmt_num(t.value)),
         (None, Some(t)) => format!("{limiter}theoretical {}%", fmt_num(t.value)),
@@ -390,7 +386,10 @@ mod tests {
         f.global_load_bytes_per_sector = None;
         f.global_store_bytes_per_sector = None;
         f.shared_bank_conflict_pct = None;
-        assert_eq!(grid_line(&f), "12288 blocks for 132 SMs; 0.73 waves of blocks: less than one full wave (every SM gets a block, but slots are left empty)");
+        assert_eq!(
+            grid_line(&f),
+            "12288 blocks for 132 SMs; 0.73 waves of blocks: less than one full wave (every SM gets a block, but slots are left empty)"
+        );
         f.waves_per_sm = fact("waves_per_sm", 2.5);
         assert!(grid_line(&f).ends_with("waves of blocks: between one and four full waves"), "{}", grid_line(&f));
         f.waves_per_sm = fact("waves_per_sm", 93.0);

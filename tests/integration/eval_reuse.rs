@@ -135,7 +135,8 @@ fn a_peer_format_is_asked_as_keets_formats_are() {
     let mut engine = small_model();
     let formats = [eval::peers::Format::Keet(Condition::Context), eval::peers::Format::Peer(0, "copy".into())];
     let plan = answer::plan_formats(&set, &engine, &formats, 1).unwrap();
-    let prompts = |name: &str| plan.jobs.iter().filter(|j| j.format.name() == name).map(|j| j.messages[1].content.clone()).collect::<Vec<_>>();
+    let prompts =
+        |name: &str| plan.jobs.iter().filter(|j| j.format.name() == name).map(|j| j.messages[1].content.clone()).collect::<Vec<_>>();
     assert_eq!(prompts("copy"), prompts("context"));
     let run = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
     for a in &run.answers {

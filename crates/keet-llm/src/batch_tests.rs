@@ -216,7 +216,13 @@ fn concurrency_numbers() {
     let widest = concurrency.iter().copied().max().unwrap_or(1);
     let requests = crate::concurrency::kernel_questions(widest, tokens);
     let rows = crate::concurrency::compare(&mut engine, &requests, &concurrency).unwrap();
-    println!("model {} ({}, {} threads), cpu {}", path.display(), engine.info.implementation, engine.info.threads, crate::concurrency::cpu_model());
+    println!(
+        "model {} ({}, {} threads), cpu {}",
+        path.display(),
+        engine.info.implementation,
+        engine.info.threads,
+        crate::concurrency::cpu_model()
+    );
     crate::concurrency::print_rows(&rows);
     assert!(rows.iter().all(|r| r.same_tokens), "batched answers differ from the answers alone");
 }

@@ -77,7 +77,9 @@ pub fn compare(engine: &mut Engine, requests: &[Request], concurrency: &[usize])
 
 /// The first three fields of /proc/loadavg (1, 5 and 15 minutes), or `?`.
 pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// The CPU's model name from /proc/cpuinfo, or `?`.

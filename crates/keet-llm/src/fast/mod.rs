@@ -347,7 +347,6 @@ impl KvCache {
     }
 }
 
-
 /// The fast llama model; see the module documentation.
 pub struct FastLlama {
     cfg: Config,
@@ -764,8 +763,7 @@ impl FastLlama {
     fn forward_small(&mut self, runs: &[SlotRun<'_>]) -> Result<Vec<f32>, LlmError> {
         let c = self.cfg.clone();
         // (slot, position) of each token
-        let at: Vec<(usize, usize)> =
-            runs.iter().flat_map(|run| (0..run.tokens.len()).map(move |i| (run.slot, run.start + i))).collect();
+        let at: Vec<(usize, usize)> = runs.iter().flat_map(|run| (0..run.tokens.len()).map(move |i| (run.slot, run.start + i))).collect();
         let t_n = at.len();
         let (qd, kv_dim) = (c.q_dim(), c.kv_dim());
         let nqkv = qd + 2 * kv_dim;
@@ -1081,7 +1079,6 @@ impl Sequences for FastLlama {
         self.forward_slots(runs)
     }
 }
-
 
 /// A parsed GGUF header with the file's bytes (memory-mapped).
 struct GgufBytes<'a> {

@@ -378,8 +378,7 @@ fn batched_slots_equal_each_sequence_alone() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for arch in ["qwen2", "qwen3"] {
         let bytes = synthetic_qwen_gguf(arch);
-        let prompts: Vec<Vec<u32>> =
-            (0..4).map(|i| (0..20 + 7 * i).map(|j| ((j * 31 + i * 17 + 1) % VOCAB) as u32).collect()).collect();
+        let prompts: Vec<Vec<u32>> = (0..4).map(|i| (0..20 + 7 * i).map(|j| ((j * 31 + i * 17 + 1) % VOCAB) as u32).collect()).collect();
         // each sequence alone, on slot 0 through the single-sequence interface
         let mut alone = load_fast(&bytes, 2);
         let mut expected: Vec<Vec<Vec<f32>>> = Vec::new();
@@ -403,11 +402,8 @@ fn batched_slots_equal_each_sequence_alone() {
         }
         for step in 0..runs_per_step.len() {
             let tokens: Vec<Vec<u32>> = (0..prompts.len()).map(|seq| step_tokens(step, seq)).collect();
-            let runs: Vec<SlotRun<'_>> = tokens
-                .iter()
-                .enumerate()
-                .map(|(seq, t)| SlotRun { slot: seq + 1, tokens: t, start: together.slot_len(seq + 1) })
-                .collect();
+            let runs: Vec<SlotRun<'_>> =
+                tokens.iter().enumerate().map(|(seq, t)| SlotRun { slot: seq + 1, tokens: t, start: together.slot_len(seq + 1) }).collect();
             let logits = together.forward_slots(&runs).unwrap();
             for (seq, l) in logits.iter().enumerate() {
                 assert_eq!(bits(l), bits(&expected[seq][step + 1]), "{arch}: step {step}, sequence {seq}");
