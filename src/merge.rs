@@ -218,8 +218,7 @@ fn merge_tables(parts: &[Part]) -> Result<BatchTable, MergeError> {
     }
     files.sort();
     let pos: HashMap<&Path, u32> = files.iter().enumerate().map(|(i, f)| (f.as_path(), i as u32)).collect();
-    let mut out = BatchTable::default();
-    out.files = files.clone();
+    let mut out = BatchTable { files: files.clone(), ..Default::default() };
     let mut index: HashMap<crate::batch::GroupKey, usize> = HashMap::new();
     for p in parts {
         let map = |fi: u32| pos[p.table.files[fi as usize].as_path()];
