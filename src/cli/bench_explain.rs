@@ -267,14 +267,7 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
             kernels += s1.kernels_explained;
             from_cache += s2.kernels_from_cache;
             loaded_warm |= s2.model_load_s > 0.0;
-            s1_all.llm_findings_shown += s1.llm_findings_shown;
-            s1_all.llm_findings_repaired += s1.llm_findings_repaired;
-            s1_all.llm_findings_dropped += s1.llm_findings_dropped;
-            s1_all.prose.add(&s1.prose);
-            s1_all.shown_ungrounded += s1.shown_ungrounded;
-            s1_all.shown_gate_flagged += s1.shown_gate_flagged;
-            s1_all.generate_s += s1.generate_s;
-            s1_all.kernels_asked += s1.kernels_asked;
+            s1_all.absorb(&s1);
             println!(
                 "  {}: {} kernels, {} asked the model, sentences shown/re-asked/replaced {}/{}/{}, {:.1} s",
                 p.display(),
