@@ -187,7 +187,8 @@ fn grid_line(f: &crate::facts::Facts) -> String {
             x if x <= 4.0 => ": between one and four full waves",
             _ => ": more than four waves, so the last partial wave hardly matters",
         };
-        parts.push(format!("{} waves of blocks{fill}", fmt_num(w.value)));
+        let waves = if w.value == 1.0 { "wave" } else { "waves" };
+        parts.push(format!("{} {waves} of blocks{fill}", fmt_num(w.value)));
     }
     parts.join("; ")
 }
