@@ -180,7 +180,7 @@ fn role_reasons(b: &Role, a: &Role, both_largest: bool) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::path::PathBuf;
 

@@ -33,6 +33,7 @@ pub struct Thresholds {
     pub time_noise_pct: f64,
     pub all_pairs_up_to: usize,
     pub version_mark: String,
+    pub min_pct_points: f64,
     pub compared_facts: Vec<String>,
 }
 
