@@ -68,6 +68,9 @@ pub struct NumberMeaning {
     /// Its item or label gives it a negative sense (idle, no work, wasted, excessive: see
     /// `negative` in `prompts/meanings.toml`): a sentence must not write it as working or used.
     pub negative: bool,
+    /// Its item gives it as an upper bound ("a fix saves at most 30.8% of this kernel's time": see
+    /// `bound_in_facts` in `prompts/meanings.toml`): a sentence must write it as one.
+    pub upper_bound: bool,
 }
 
 /// The word lists of `prompts/meanings.toml`.
@@ -78,6 +81,10 @@ struct MeaningWords {
     units: Vec<String>,
     /// Words that give a share the sense of idle, wasted or not working.
     negative: Vec<String>,
+    /// Phrases that make a facts item an upper bound ("at most", "up to").
+    bound_in_facts: Vec<String>,
+    /// Words that keep a number an upper bound in model text ("up to", "at most", "could").
+    bound: Vec<String>,
     synonyms: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -214,6 +221,29 @@ impl Grounding {
                         ));
                     }
                 }
+            }
+        }
+        out
+    }
+
+    /// Upper bounds written as shares, each with the reason (issue 36): the facts give "a fix saves
+    /// at most 30.8% of this kernel's time", and "bank conflicts, resulting in 30.8% of this kernel's
+    /// time" reads the bound as the share the conflicts take. A number that the facts give only as an
+    /// upper bound keeps a bound word (`bound` in `prompts/meanings.toml`) in the clause that writes it.
+    pub fn bounds_as_shares(&self, text: &str) -> Vec<String> {
+        let words = meaning_words();
+        let mut out = Vec::new();
+        for clause in sentences(text).into_iter().flat_map(clauses) {
+            for number in tokens(clause).into_iter().filter_map(|t| t.number) {
+                let own: Vec<&NumberMeaning> = self.meanings.iter().filter(|m| m.number == number).collect();
+                if own.is_empty() || !own.iter().all(|m| m.upper_bound) || has_word(clause, &words.bound) {
+                    continue;
+                }
+                let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
+                out.push(format!(
+                    "{number} is an upper bound, written as a measured share: in this kernel's facts it is \"{}\"; write it as what a fix saves at most",
+                    sources.join("\" and \"")
+                ));
             }
         }
         out
@@ -429,7 +459,18 @@ fn of_words(line: &str) -> Vec<String> {
 
 /// Whether `text` holds one of the negative-sense words of `prompts/meanings.toml` (whole words).
 fn has_negative_word(text: &str, words: &MeaningWords) -> bool {
-    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).any(|w| words.negative.iter().any(|n| n == w))
+    has_word(text, &words.negative)
+}
+
+/// Whether `text` holds one of `list` as a whole word (lower case).
+fn has_word(text: &str, list: &[String]) -> bool {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).any(|w| list.iter().any(|n| n == w))
+}
+
+/// Whether a facts item gives its number as an upper bound (a phrase of `bound_in_facts`).
+fn is_upper_bound(item: &str, words: &MeaningWords) -> bool {
+    let padded = format!(" {} ", item.to_lowercase().split(|c: char| !c.is_alphanumeric()).collect::<Vec<_>>().join(" "));
+    words.bound_in_facts.iter().any(|phrase| padded.contains(&format!(" {phrase} ")))
 }
 
 /// Whether `rest` (a suffix of `text`) starts where a number may start: not inside a word.
@@ -535,6 +576,7 @@ fn number_meanings(rendered_facts: &str) -> Vec<NumberMeaning> {
                     line: line_index,
                     of_words: of_words(line),
                     negative,
+                    upper_bound: is_upper_bound(item, words),
                 });
             }
         }
@@ -662,6 +704,33 @@ Throughput (% of peak): SM 8.99%, DRAM 64.5%";
             "DRAM is at 64.5% of peak.",
         ] {
             assert_eq!(g.misattributed(kept), Vec::<String>::new(), "{kept}");
+        }
+    }
+
+    /// Issue 36: an upper bound on a saving is not the share of time a problem takes.
+    #[test]
+    fn an_upper_bound_is_not_written_as_a_share() {
+        let facts = "Problems the diagnosis found, largest share of time first:
+1. grid-too-small (high; a fix saves at most 41.4% of this kernel's time): A 2.56 µs launch of 1 block for 128 SMs.
+2. shared-bank-conflicts (info; a fix saves at most 30.8% of this kernel's time): Shared-memory accesses have bank conflicts: 93.9% of all shared wavefronts.
+Throughput (% of peak): SM 30.8%, DRAM 12.0%";
+        let g = Grounding::new(facts, "setColReadCol");
+        // The default model's sentence on smemSquare (stop 46): the bound read as the conflicts' share.
+        let read_as_share = "The shared-memory accesses have bank conflicts, resulting in 41.4% of this kernel's time.";
+        let refused = g.bounds_as_shares(read_as_share);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].starts_with("41.4% is an upper bound") && refused[0].contains("saves at most 41.4%"), "{refused:?}");
+        // Never seen: the bound given as the time a cause takes.
+        assert!(!g.bounds_as_shares("The launch overhead takes 41.4% of the time.").is_empty());
+        for kept in [
+            "Padding the shared tile could save up to 41.4% of this kernel's time.",
+            "Removing the conflicts saves at most 41.4% of the time.",
+            "A larger grid would recover as much as 41.4% of the time, which is an upper bound.",
+            // 30.8% is also the SM's throughput: a number with a measured meaning is not only a bound.
+            "The SM is at 30.8% of peak.",
+            "Bank conflicts take 93.9% of all shared wavefronts.",
+        ] {
+            assert_eq!(g.bounds_as_shares(kept), Vec::<String>::new(), "{kept}");
         }
     }
 

@@ -524,7 +524,7 @@ fn grounding_errors(grounding: &crate::grounding::Grounding, field: &str, text: 
     for n in grounding.ungrounded(text) {
         reasons.push(format!("number {n} in the {field} is not one of this kernel's values"));
     }
-    for wrong in grounding.misattributed(text) {
+    for wrong in grounding.misattributed(text).into_iter().chain(grounding.bounds_as_shares(text)) {
         reasons.push(format!("in the {field}, {wrong}"));
     }
     reasons
