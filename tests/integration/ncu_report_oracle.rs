@@ -14,6 +14,10 @@
 //! path, sha256 of the text and length, read through the library (`keet inspect` does not print
 //! them). The reports known to embed sources must be among those compared.
 //!
+//! So are the source lines of the SASS counters: for every SASS row keet reads, the file and line
+//! keet takes from the cubin's line table must be the ones `ncu_report` gives for that address
+//! (`action.source_info(pc)`), and a row `ncu_report` maps to no line has none in keet either.
+//!
 //! When the wheel cannot be imported the test fails under CI (`CI=true`; `.ci/run` installs it)
 //! and is skipped with the reason printed elsewhere.
 
@@ -278,6 +282,63 @@ fn keet_reads_every_embedded_source_file_like_ncu_report() {
     }
     for missing in EMBEDDING.iter().filter(|e| !files.iter().any(|f| name(f) == **e)) {
         problems.push(format!("{missing}: not found among the corpus reports"));
+    }
+    eprintln!("{summary}");
+    let first: Vec<String> = problems.iter().take(30).cloned().collect();
+    assert!(problems.is_empty(), "{} difference(s) from ncu_report, first ones:\n{}", problems.len(), first.join("\n"));
+}
+
+/// Reports whose SASS counters `ncu_report` maps to source lines (compiled with `-lineinfo`).
+const WITH_LINES: &[&str] = &[
+    "corpus/rtxa2000-sample/addConstDouble.ncu-rep",
+    "corpus/rtx3060-sassscope/profile.ncu-rep",
+    "corpus-next/a40-indexspaces/bb.ncu-rep",
+    "corpus-next/rtx4090-speedymatmul/naive.ncu-rep",
+    "corpus-next/t4-wmma/wmma_smem.ncu-rep",
+    "corpus-sets/rtx3080-gemm-versions/gemm_v1_alter.ncu-rep",
+];
+
+/// One launch's SASS rows against the oracle's lines: (rows compared, rows with a line, problems).
+fn compare_lines(name: &str, index: usize, launch: &Launch, want: &Value) -> (usize, usize, Vec<String>) {
+    let Some(view) = &launch.source else { return (0, 0, vec![]) };
+    let (mut compared, mut with_line, mut problems) = (0, 0, Vec::new());
+    for row in view.rows.iter().filter(|r| r.address.is_some()) {
+        let address = row.address.as_deref().unwrap_or_default();
+        let pc = u64::from_str_radix(address.trim_start_matches("0x"), 16).map(|pc| format!("{pc:#x}")).unwrap_or_default();
+        let expected = want.get(&pc).and_then(|l| Some((l[0].as_str()?.to_string(), l[1].as_u64()?)));
+        let got = row.file.clone().zip(row.line);
+        compared += 1;
+        with_line += got.is_some() as usize;
+        if got != expected {
+            problems.push(format!("{name} launch {index} {address}: ncu_report {expected:?} != keet {got:?}"));
+        }
+    }
+    (compared, with_line, problems)
+}
+
+#[test]
+fn keet_maps_sass_counters_to_source_lines_like_ncu_report() {
+    if !oracle_runs("keet_maps_sass_counters_to_source_lines_like_ncu_report") {
+        return;
+    }
+    let files = reports();
+    let want = oracle(&files);
+    let (mut problems, mut summary) = (Vec::<String>::new(), String::new());
+    for (path, w) in files.iter().zip(want["files"].as_array().unwrap()) {
+        let name = name(path);
+        let Some(profile) = profile::salvage(profile::read_path(path)).0 else { continue };
+        let (mut compared, mut with_line) = (0, 0);
+        for (i, (wl, kl)) in w["launches"].as_array().unwrap().iter().zip(&profile.launches).enumerate() {
+            let (c, l, p) = compare_lines(&name, i, kl, &wl["source_lines"]);
+            (compared, with_line) = (compared + c, with_line + l);
+            problems.extend(p);
+        }
+        if WITH_LINES.contains(&name.as_str()) && with_line == 0 {
+            problems.push(format!("{name}: ncu_report maps its SASS counters to lines, keet mapped none"));
+        }
+        if compared > 0 {
+            summary.push_str(&format!("{name}: {with_line} of {compared} SASS row(s) on a source line\n"));
+        }
     }
     eprintln!("{summary}");
     let first: Vec<String> = problems.iter().take(30).cloned().collect();

@@ -7,7 +7,9 @@ reader lists with its value kind and stored value (strings as text, integers exa
 point as a float, NaN and infinities as the strings "nan", "inf", "-inf"), or "has_value": false for a metric listed without a value;
 and the source files embedded for the launch (`ncu --import-source yes`, `action.source_files()`),
 sorted by path, each as its path, the sha256 of its text encoded as UTF-8 and that length in bytes
-("source_files_error" instead when the reader cannot give them).
+("source_files_error" instead when the reader cannot give them); and the source line of every SASS
+address that has per-instruction counters (`action.source_info(pc)`), as "source_lines": {"0x...":
+[file, line]} for the addresses the reader maps to a line.
 
 Exit status 3 when `ncu_report` cannot be imported (the caller decides whether that is a skip or a
 failure), 1 on any other error. Usage: ncu_report_oracle.py REPORT.ncu-rep... > oracle.json
@@ -57,6 +59,24 @@ def source_files(act):
     return sorted(files, key=lambda f: f["path"])
 
 
+PER_PC = ("inst_executed", "smsp__pcsamp_sample_count", "thread_inst_executed")
+
+
+def source_lines(act):
+    pcs = set()
+    for name in PER_PC:
+        m = act.metric_by_name(name)
+        if m is not None and m.num_instances() > 0 and m.has_correlation_ids():
+            ids = m.correlation_ids()
+            pcs.update(ids.as_uint64(i) for i in range(m.num_instances()))
+    out = {}
+    for pc in sorted(pcs):
+        info = act.source_info(pc)
+        if info is not None and info.file_name():
+            out[hex(pc)] = [info.file_name(), info.line()]
+    return out
+
+
 def launch(r, act):
     out = {
         "range": r,
@@ -69,6 +89,7 @@ def launch(r, act):
         out["source_files"] = source_files(act)
     except Exception as e:  # a text the binding cannot convert: reported, not fatal
         out["source_files_error"] = f"{type(e).__name__}: {e}"
+    out["source_lines"] = source_lines(act)
     return out
 
 

@@ -1,7 +1,8 @@
 //! Embedded source records: the `NumSources` part of a block payload ([`proto::SourceData`]),
 //! read into the profile's [`SourceFile`]s and each launch's list of them.
 //!
-//! One record describes one loaded module: its cubin (counted, not read) and, with
+//! One record describes one loaded module: its cubin (kept for its line table, see
+//! [`super::lines`]) and, with
 //! `ncu --import-source yes`, the source files the compiler saw. A launch names its module by
 //! `ProfileResult.Source.Reference`; its files are those of every record with that reference, as
 //! Nsight Compute's `action.source_files()` lists them. Files are kept once per path (the first
@@ -21,8 +22,10 @@ pub(super) struct Embedded {
     by_path: HashMap<String, usize>,
     /// Per module reference: its files (indices into `files`), in order of first appearance.
     modules: HashMap<u64, Vec<usize>>,
-    /// Records that carry a cubin (not read).
+    /// Records that carry a cubin.
     binaries: usize,
+    /// Per module reference: the first cubin its records carry.
+    cubins: HashMap<u64, prost::bytes::Bytes>,
     /// Records that did not decode, and the first one's offset and error.
     undecoded: usize,
     first_undecoded: Option<(usize, String)>,
@@ -42,6 +45,7 @@ impl Embedded {
         };
         if !data.binary.is_empty() {
             self.binaries += 1;
+            self.cubins.entry(data.reference).or_insert(data.binary);
         }
         for file in data.files.map(|list| list.files).unwrap_or_default() {
             let index = self.file_index(file);
@@ -78,10 +82,15 @@ impl Embedded {
         reference.and_then(|r| self.modules.get(&r)).cloned().unwrap_or_default()
     }
 
+    /// The cubin of the module `reference` names.
+    pub(super) fn cubin_of(&self, reference: Option<u64>) -> Option<&[u8]> {
+        reference.and_then(|r| self.cubins.get(&r)).map(|b| b.as_ref())
+    }
+
     /// The profile's embedded files; what was skipped or decoded lossily goes to `notes`.
     pub(super) fn finish(self, notes: &mut Vec<String>) -> Vec<SourceFile> {
         if self.binaries > 0 {
-            notes.push(format!("skipped {} embedded binary record(s) (the modules' cubins)", self.binaries));
+            notes.push(format!("read {} embedded binary record(s) (the modules' cubins) for their line tables only", self.binaries));
         }
         if let Some((offset, error)) = self.first_undecoded {
             notes.push(format!(

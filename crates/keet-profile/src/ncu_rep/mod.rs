@@ -7,7 +7,7 @@
 //! repeated until end of file:
 //!     u32le n  BlockHeader[n]
 //!     payload[BlockHeader.PayloadSize]:
-//!         NumSources x (u32le n  SourceData[n])      -- modules: cubin (skipped), source files
+//!         NumSources x (u32le n  SourceData[n])      -- modules: cubin (its line table), source files
 //!         NumResults x (u32le n  ProfileResult[n])   -- one per kernel launch
 //!         anything else (range results, ...)         -- skipped
 //! ```
@@ -45,6 +45,7 @@
 
 mod embedded;
 pub mod infer;
+mod lines;
 pub mod proto;
 mod source;
 
@@ -87,6 +88,9 @@ struct State {
     embedded: embedded::Embedded,
     /// Per launch (same order as `launches`): the module reference of its result.
     module_refs: Vec<Option<u64>>,
+    /// Per launch: the kernel's first PC, the instance value of `launch__function_pcs` (its
+    /// scalar value is not the address in every report).
+    function_starts: Vec<Option<u64>>,
     skipped_payload_bytes: usize,
     /// Blocks read so far.
     blocks: usize,
@@ -302,6 +306,7 @@ impl<'a> Parser<'a> {
             st.module_refs.push(result.source.map(|s| s.reference));
             let launch = build_launch(st.launches.len() as u64, result, origin, st);
             st.launches.push(launch);
+            st.function_starts.resize(st.launches.len(), None);
             p += 4 + n;
         }
         if clipped {
@@ -352,6 +357,7 @@ fn resolve_source_files(st: &mut State, notes: &mut Vec<String>) -> Vec<crate::S
     for (launch, module) in st.launches.iter_mut().zip(&st.module_refs) {
         launch.source_files = st.embedded.files_of(*module);
     }
+    lines::attach(&mut st.launches, &st.module_refs, &st.function_starts, &st.embedded, notes);
     std::mem::take(&mut st.embedded).finish(notes)
 }
 
@@ -420,6 +426,10 @@ fn build_launch(id: u64, r: proto::ProfileResult, origin: (u32, u32), st: &mut S
             st.unknown_name_ids += 1;
             continue;
         };
+        if name == "launch__function_pcs" {
+            st.function_starts.resize(st.launches.len(), None);
+            st.function_starts.push(source::first_instance_u64(raw));
+        }
         if source::is_source_metric(name, &source_names) {
             if let Some(values) = source::instances_by_pc(raw) {
                 per_pc.push((name.clone(), values));
@@ -774,7 +784,7 @@ mod tests {
         assert!(p.notes.iter().any(|n| n.contains("outside the string table")), "{:?}", p.notes);
         assert!(p.notes.iter().any(|n| n.contains("did not decode")), "{:?}", p.notes);
         assert!(p.notes.iter().any(|n| n.contains("duplicated")), "{:?}", p.notes);
-        assert!(p.notes.iter().any(|n| n.starts_with("skipped 2 embedded binary record(s)")), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.starts_with("read 2 embedded binary record(s)")), "{:?}", p.notes);
         assert!(p.source_files.is_empty() && l.source_files.is_empty());
         assert_eq!(l.metrics.get("inst_executed").unwrap().as_f64(), Some(3.0));
         let src = l.source.as_ref().expect("source view");
@@ -984,7 +994,7 @@ mod tests {
         assert_eq!(files, [&[0, 1][..], &[0], &[], &[2]]);
         let note = |needle: &str| p.notes.iter().any(|n| n.contains(needle));
         assert!(note("embedded source file /src/h.cuh is not UTF-8 (first invalid byte at offset 6 of the file)"), "{:?}", p.notes);
-        assert!(note("skipped 2 embedded binary record(s)"), "{:?}", p.notes);
+        assert!(note("read 2 embedded binary record(s)"), "{:?}", p.notes);
         let undecoded = format!("skipped 1 embedded source record(s) that did not decode (the first at byte {garbled_at}:");
         assert!(note(&undecoded), "{undecoded:?} not in {:?}", p.notes);
         assert!(!note("twice"), "{:?}", p.notes);

@@ -69,6 +69,17 @@ pub(super) fn instances_by_pc(raw: &Bytes) -> Option<BTreeMap<u64, f64>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The first instance value of a metric, as an unsigned integer (`launch__function_pcs`: the
+/// kernel's first PC).
+pub(super) fn first_instance_u64(raw: &Bytes) -> Option<u64> {
+    let m = proto::ProfileMetricInstances::decode(raw.clone()).ok()?;
+    match m.instances.into_iter().next()?.value?.kind? {
+        MetricValueKind::Uint64(v) => Some(v),
+        MetricValueKind::Uint32(v) => Some(v.into()),
+        _ => None,
+    }
+}
+
 /// Sum, per PC, of the metrics a `group:` column stands for. The report stores the members as
 /// the group metric's text value ("a,b,c"); without it, the two warp-stall sampling groups are
 /// known by name.
