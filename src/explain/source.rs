@@ -2,7 +2,7 @@
 //! source lines (or SASS instructions) that carry the most stall samples or memory traffic, with
 //! the text of `--source FILE.cu` when the profile holds line numbers but not the code.
 
-use super::report::SourceLine;
+use super::report::{LineCounter, SourceLine};
 use crate::profile::{Launch, Profile, SourceKind, SourceView};
 use crate::rules::Category;
 use std::path::PathBuf;
@@ -60,51 +60,94 @@ fn pick_column(view: &SourceView) -> Option<usize> {
 /// A line with less than this share of its counter is not worth a reader's attention.
 const MIN_HOT_LINE_PCT: f64 = 1.0;
 
-/// Up to five hottest lines of a launch's source view (CUDA lines when the view has them). Lines
-/// a reader cannot find (no text and no line number) and lines under [`MIN_HOT_LINE_PCT`] of the
-/// counter are left out.
+/// The counters a hot line carries, by their column labels on ncu's Source page.
+const LINE_COUNTERS: &[&str] = &[
+    "Warp Stall Sampling (All Samples)",
+    "L2 Theoretical Sectors Global Excessive",
+    "L1 Wavefronts Shared Excessive",
+    "Instructions Executed",
+];
+
+/// One line of a source view: a CUDA line with the counts of all its SASS instructions summed, or
+/// one instruction where the view has no lines.
+struct LineCounts<'a> {
+    file: Option<&'a str>,
+    line: Option<u64>,
+    text: &'a str,
+    values: Vec<f64>,
+}
+
+/// The view's rows per source line (file and line) where it has lines, summed; else per row.
+fn per_line(view: &SourceView) -> Vec<LineCounts<'_>> {
+    let has_lines = view.rows.iter().any(|r| r.line.is_some());
+    let mut out: Vec<LineCounts> = Vec::new();
+    let mut index: std::collections::HashMap<(Option<&str>, u64), usize> = std::collections::HashMap::new();
+    for row in view.rows.iter().filter(|r| !has_lines || r.line.is_some()) {
+        let values = (0..view.columns.len()).map(|c| row.values.get(c).copied().flatten().unwrap_or(0.0));
+        let key = row.line.map(|line| (row.file.as_deref(), line));
+        match key.and_then(|k| index.get(&k)) {
+            Some(&at) => out[at].values.iter_mut().zip(values).for_each(|(sum, v)| *sum += v),
+            None => {
+                if let Some(k) = key {
+                    index.insert(k, out.len());
+                }
+                out.push(LineCounts { file: row.file.as_deref(), line: row.line, text: &row.text, values: values.collect() });
+            }
+        }
+    }
+    out
+}
+
+/// Up to five hottest lines of a launch's source view (CUDA lines when the view has them, each
+/// with its SASS instructions' counts summed). Lines a reader cannot find (no text and no line
+/// number) and lines under [`MIN_HOT_LINE_PCT`] of the counter are left out.
 pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
     let Some(view) = &launch.source else { return vec![] };
     let Some(col) = pick_column(view) else { return vec![] };
-    let has_lines = view.rows.iter().any(|r| r.line.is_some());
-    let rows: Vec<_> = view.rows.iter().filter(|r| !has_lines || r.line.is_some()).collect();
-    let total: f64 = rows.iter().filter_map(|r| r.values.get(col).copied().flatten()).sum();
-    if total <= 0.0 {
+    let lines = per_line(view);
+    let totals: Vec<f64> = (0..view.columns.len()).map(|c| lines.iter().map(|l| l.values[c]).sum()).collect();
+    if totals[col] <= 0.0 {
         return vec![];
     }
-    let mut ranked: Vec<_> =
-        rows.iter().filter_map(|r| r.values.get(col).copied().flatten().filter(|v| *v > 0.0).map(|v| (v, *r))).collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut ranked: Vec<&LineCounts> = lines.iter().filter(|l| l.values[col] > 0.0).collect();
+    ranked.sort_by(|a, b| b.values[col].total_cmp(&a.values[col]));
     let texts: Vec<(PathBuf, Vec<String>)> = source_files
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok().map(|t| (p.clone(), t.lines().map(String::from).collect())))
         .collect();
     ranked
         .into_iter()
-        .filter(|(v, r)| 100.0 * v / total >= MIN_HOT_LINE_PCT && (r.line.is_some() || !r.text.trim().is_empty()))
+        .filter(|l| 100.0 * l.values[col] / totals[col] >= MIN_HOT_LINE_PCT && (l.line.is_some() || !l.text.trim().is_empty()))
         .take(5)
-        .map(|(v, r)| {
-            let mut text = r.text.clone();
-            if let Some(n) = r.line {
-                // Prefer the user's file when given (same file name as the profile's, or the only one).
-                let hit = texts.iter().find(|(p, _)| {
-                    r.file.as_deref().is_some_and(|f| p.file_name().is_some_and(|n| f.replace('\\', "/").ends_with(&*n.to_string_lossy())))
-                });
-                let hit = hit.or(if texts.len() == 1 { texts.first() } else { None });
-                if let Some((_, lines)) = hit {
-                    if let Some(t) = lines.get(n as usize - 1).filter(|_| n >= 1) {
-                        text = t.clone();
-                    }
-                }
-            }
-            SourceLine {
-                file: r.file.clone(),
-                line: r.line,
-                text: text.trim().to_string(),
-                counter: view.columns[col].clone(),
-                share_pct: 100.0 * v / total,
-            }
+        .map(|l| SourceLine {
+            file: l.file.map(String::from),
+            line: l.line,
+            text: line_text(l, &texts).trim().to_string(),
+            counter: view.columns[col].clone(),
+            share_pct: 100.0 * l.values[col] / totals[col],
+            counters: line_counters(view, l, &totals),
         })
+        .collect()
+}
+
+/// The line's text: from the user's file when given (same file name as the profile's, or the only
+/// one), else the view's.
+fn line_text(l: &LineCounts, texts: &[(PathBuf, Vec<String>)]) -> String {
+    let Some(n) = l.line.filter(|n| *n >= 1) else { return l.text.to_string() };
+    let hit = texts
+        .iter()
+        .find(|(p, _)| l.file.is_some_and(|f| p.file_name().is_some_and(|name| f.replace('\\', "/").ends_with(&*name.to_string_lossy()))));
+    let hit = hit.or(if texts.len() == 1 { texts.first() } else { None });
+    hit.and_then(|(_, lines)| lines.get(n as usize - 1)).cloned().unwrap_or_else(|| l.text.to_string())
+}
+
+/// The line's counts of [`LINE_COUNTERS`] that the view has and the line uses.
+fn line_counters(view: &SourceView, l: &LineCounts, totals: &[f64]) -> Vec<LineCounter> {
+    LINE_COUNTERS
+        .iter()
+        .filter_map(|label| view.columns.iter().position(|c| c == label))
+        .filter(|&c| l.values[c] > 0.0 && totals[c] > 0.0)
+        .map(|c| LineCounter { counter: view.columns[c].clone(), value: l.values[c], share_pct: 100.0 * l.values[c] / totals[c] })
         .collect()
 }
 

@@ -137,6 +137,20 @@ pub struct SourceLine {
     /// The counter column used ("Warp Stall Sampling (All Samples)", ...) and the line's share of it.
     pub counter: String,
     pub share_pct: f64,
+    /// The line's own counts, as ncu's Source page shows them: stall samples, excessive global
+    /// sectors, excess shared wavefronts (bank conflicts), executed instructions; each with its
+    /// share of the kernel's total. Only counters the profile has and the line uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<LineCounter>,
+}
+
+/// One counter of a source line: its column, the line's count (summed over the line's SASS
+/// instructions) and that count's share of the kernel's total.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineCounter {
+    pub counter: String,
+    pub value: f64,
+    pub share_pct: f64,
 }
 
 /// Identical launches (same name and launch shape) grouped into one kernel.

@@ -278,6 +278,27 @@ fn source_page_is_attached_and_hot_lines_found() {
     assert_eq!(with_src[0].text, format!("// line {}", with_src[0].line.unwrap()));
 }
 
+/// Issue 37: a report's SASS counters, placed on source lines through the cubin's line table, are
+/// summed per line, and each hot line carries its own stall, excessive-sector and instruction counts.
+#[test]
+fn sass_counters_are_summed_per_source_line_with_each_lines_counts() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus-next/rtx4090-speedymatmul/naive.ncu-rep");
+    let profile = keet::profile::read_path(&path).unwrap();
+    let lines = keet::explain::source::hot_lines(&profile.launches[0], &[]);
+    let places: Vec<(Option<&str>, Option<u64>)> = lines.iter().map(|l| (l.file.as_deref(), l.line)).collect();
+    let mut unique = places.clone();
+    unique.dedup();
+    assert_eq!(places, unique, "one entry per source line");
+    // The naive SGEMM's inner product line `sum += A[x * K + i] * B[i * N + y]` (1_naive.cuh:21).
+    let hot = &lines[0];
+    assert!(hot.file.as_deref().is_some_and(|f| f.ends_with("1_naive.cuh")) && hot.line == Some(21), "{hot:?}");
+    assert!(hot.share_pct > 80.0, "{hot:?}");
+    let count = |label: &str| hot.counters.iter().find(|c| c.counter == label).map(|c| c.share_pct);
+    assert!(count("L2 Theoretical Sectors Global Excessive").is_some_and(|p| p > 99.0), "{hot:?}");
+    assert!(count("Instructions Executed").is_some_and(|p| p > 50.0 && p < 90.0), "{hot:?}");
+    assert!(hot.counters.iter().all(|c| c.value > 0.0 && c.share_pct <= 100.0));
+}
+
 #[test]
 fn missing_model_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -132,6 +132,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
                     text: "out[i] = a[i * stride] + b[i];".into(),
                     counter: "Warp Stall Sampling (All Samples)".into(),
                     share_pct: 37.5,
+                    counters: vec![],
                 }]
             } else {
                 vec![]
