@@ -39,7 +39,7 @@ pub fn describe(kind: SetKind, members: Vec<Member>, vary_keys: &[String]) -> Ke
     }
     let name = match kind {
         SetKind::Kernel => ordered[0].base(),
-        SetKind::Versions => names::stem(&ordered[0].base()),
+        SetKind::Versions => names::series_name(&ordered.iter().map(Member::base).collect::<Vec<_>>()),
     };
     let view = View { kind, members: &ordered, file_values, marks: view.marks, vary_keys };
     findings::set_of(&view, name, varies, how)

@@ -132,6 +132,39 @@ pub fn stem(base: &str) -> String {
     format!("{namespaces}{first}")
 }
 
+/// The name a version series goes by: the longest start its members' base names share, cut at a
+/// word boundary (`transposeMatrix`, `transposeMatrixOptimized` -> `transposeMatrix`;
+/// `simpleReduce1`, `simpleReduce2` -> `simpleReduce`), and at least their common [`stem`].
+pub fn series_name(bases: &[String]) -> String {
+    let Some(first) = bases.first() else { return String::new() };
+    let common = bases
+        .iter()
+        .skip(1)
+        .fold(first.len(), |len, b| first.char_indices().zip(b.chars()).take_while(|((i, x), y)| *i < len && x == y).count().min(len));
+    let boundary = |at: usize| {
+        bases.iter().all(|b| {
+            let (before, after) = (b[..at].chars().next_back(), b[at..].chars().next());
+            match (before, after) {
+                (Some(p), Some(c)) => {
+                    !c.is_alphanumeric() || (p.is_lowercase() && c.is_uppercase()) || (p.is_ascii_digit() != c.is_ascii_digit())
+                }
+                _ => true,
+            }
+        })
+    };
+    let cut = (1..=common)
+        .rev()
+        .filter(|&at| first.is_char_boundary(at) && bases.iter().all(|b| b.is_char_boundary(at)))
+        .find(|&at| boundary(at));
+    let name = cut.map(|at| first[..at].trim_end_matches(|c: char| !c.is_alphanumeric()).to_string()).unwrap_or_default();
+    let stem = stem(first);
+    if name.to_lowercase().len() >= stem.len() && name.to_lowercase().starts_with(&stem.to_lowercase()) {
+        name
+    } else {
+        stem
+    }
+}
+
 /// The file name without its folder and extension.
 pub fn file_stem(path: &std::path::Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
@@ -231,6 +264,17 @@ mod tests {
         assert_eq!(stem("transposeMatrixHighlyOptimized"), "transpose");
         assert_eq!(stem("sgemm_naive"), "sgemm");
         assert_eq!(stem("cutlass::Kernel"), "cutlass::kernel");
+    }
+
+    #[test]
+    fn a_series_goes_by_the_start_its_names_share() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(series_name(&names(&["transposeMatrix", "transposeMatrixOptimized", "transposeMatrixAdvanced"])), "transposeMatrix");
+        assert_eq!(series_name(&names(&["simpleReduce1", "simpleReduce2"])), "simpleReduce");
+        assert_eq!(series_name(&names(&["sgemm_naive", "sgemm_global_memory_coalescing"])), "sgemm");
+        assert_eq!(series_name(&names(&["setRowReadRow", "setRowReadCol", "setColReadCol"])), "set");
+        // No shared word beyond the stem's first word: the stem.
+        assert_eq!(series_name(&names(&["transposeA", "transposeAB"])), "transpose");
     }
 
     #[test]
