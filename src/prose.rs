@@ -300,12 +300,17 @@ impl Gate {
             reasons.push(format!("it is not about {} (use words like: {table})", category.as_str()));
         }
         let own = content_set(text);
+        let mut repeated = false;
         for o in others {
             let other = content_set(o);
             if !own.is_empty() && jaccard(&own, &other) >= 0.7 {
                 reasons.push(format!("it repeats another sentence (\"{}\")", trunc(o, 60)));
+                repeated = true;
                 break;
             }
+        }
+        if let Some(earlier) = restated_sentence(text, others).filter(|_| !repeated) {
+            reasons.push(format!("it restates a sentence already written (\"{}\"): say what it causes instead", trunc(earlier, 60)));
         }
         reasons.extend(crate::validate::contradicting_words(ctx, text));
         reasons.extend(crate::sense::wrong_definitions(text));
@@ -547,6 +552,52 @@ fn contains_phrase(words: &[String], phrase: &[String]) -> bool {
 pub fn copies_any(text: &str, sources: &[&str]) -> bool {
     let own = content_set(text);
     !own.is_empty() && sources.iter().any(|s| jaccard(&own, &content_set(s)) >= 0.7)
+}
+
+/// Content words a sentence must have before it can count as restating another: shorter ones
+/// ("DRAM bandwidth is saturated by the loads") are left to the whole-field repeat check.
+const RESTATE_MIN_WORDS: usize = 5;
+/// The share of a sentence's content words (plural and "-ing" endings dropped) found in one
+/// earlier sentence that makes it a restatement.
+const RESTATE_CONTAINED: f64 = 0.75;
+
+/// The earlier sentence (of `others`, each split into sentences) that one sentence of `text`
+/// restates: most of its content words are that sentence's (issue 36: the explanation "This means
+/// that warps are waiting on loads from memory rather than performing arithmetic operations" under
+/// a claim that already said so; a grid sentence repeated under the bank-conflict finding).
+fn restated_sentence<'a>(text: &str, others: &[&'a str]) -> Option<&'a str> {
+    let earlier: Vec<(&str, HashSet<String>)> = others.iter().flat_map(|o| sentences_of(o)).map(|s| (s, stemmed_content(s))).collect();
+    sentences_of(text).into_iter().map(stemmed_content).filter(|own| own.len() >= RESTATE_MIN_WORDS).find_map(|own| {
+        earlier.iter().find(|(_, other)| own.intersection(other).count() as f64 >= RESTATE_CONTAINED * own.len() as f64).map(|(s, _)| *s)
+    })
+}
+
+/// The sentences of a text (split after ".", "!" or "?" and a space).
+fn sentences_of(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '.' | '!' | '?') && text[i + 1..].starts_with(' ') {
+            out.push(text[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    out.push(text[start..].trim());
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+/// [`content_set`] without connectives, with plural and "-ing" endings dropped ("waiting" and
+/// "wait", "loads" and "load" are one word).
+fn stemmed_content(s: &str) -> HashSet<String> {
+    const CONNECTIVES: &[&str] = &["from", "than", "with", "into", "which", "means", "mean", "because", "since", "while", "have", "has"];
+    content_set(s)
+        .into_iter()
+        .filter(|w| !CONNECTIVES.contains(&w.as_str()))
+        .map(|w| {
+            let w = w.strip_suffix("ing").filter(|b| b.len() >= 3).map(str::to_string).unwrap_or(w);
+            w.strip_suffix('s').filter(|b| b.len() >= 3 && !b.ends_with('s')).map(str::to_string).unwrap_or(w)
+        })
+        .collect()
 }
 
 fn content_set(s: &str) -> HashSet<String> {
@@ -811,6 +862,19 @@ mod tests {
                 &["DRAM bandwidth is saturated by the loads."],
             );
             assert!(r.iter().any(|r| r.contains("repeats")), "{r:?}");
+            // Issue 36: a sentence that restates one already written, within a longer paragraph.
+            let claim = "The DRAM is at 64.5% of peak and the SM is at 8.99%, which means that warps wait on loads from memory rather than on arithmetic.";
+            let explanation = "This means that warps are waiting on loads from memory rather than performing arithmetic operations.";
+            let r = gate().check_sentence(ctx, Category::MemoryBound, explanation, &[claim]);
+            assert!(r.iter().any(|r| r.contains("restates a sentence already written")), "{r:?}");
+            let grid = "A 2.56 µs launch of 1 block for 128 SMs: launch overhead and latency take the time, not throughput. The time spent on this kernel is dominated by the overhead and latency associated with launching a single block.";
+            let again = "Each warp reading a column hits the same bank. The time spent on this kernel is dominated by the overhead and latency associated with launching a single block.";
+            let r = gate().check_sentence(ctx, Category::MemoryBound, again, &[grid]);
+            assert!(r.iter().any(|r| r.contains("restates")), "{r:?}");
+            // Never seen: a new effect of the same facts is not a restatement.
+            let linked = "Since the loads wait on memory, more warps per SM would hide that latency and raise DRAM throughput.";
+            let r = gate().check_sentence(ctx, Category::MemoryBound, linked, &[claim]);
+            assert!(!r.iter().any(|r| r.contains("restates")), "{r:?}");
             let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is not memory bound, its DRAM traffic is fine.", &[]);
             assert!(r.iter().any(|r| r.contains("not memory bound")), "{r:?}");
             let r = gate().check_sentence(ctx, Category::MemoryBound, "The kernel is compute bound, not limited by memory.", &[]);
