@@ -151,15 +151,26 @@ fn line_counters(view: &SourceView, l: &LineCounts, totals: &[f64]) -> Vec<LineC
         .collect()
 }
 
-/// The lines a finding of `category` points at: none for launch-shape problems.
+/// The lines a finding of `category` points at: none for launch-shape problems; for uncoalesced
+/// loads and bank conflicts, the hot lines that carry the wasted sectors or the conflicting
+/// wavefronts, most first (where the profile counts them per line); else the hottest three.
 pub fn lines_for(category: Category, lines: &[SourceLine]) -> Vec<SourceLine> {
-    match category {
+    let counter = match category {
         Category::GridTooSmall
         | Category::BlockSize
         | Category::TailEffect
         | Category::OccupancyRegisters
         | Category::OccupancySharedMemory
-        | Category::OccupancyOther => vec![],
-        _ => lines.iter().take(3).cloned().collect(),
+        | Category::OccupancyOther => return vec![],
+        Category::MemoryCoalescing => Some("L2 Theoretical Sectors Global Excessive"),
+        Category::SharedBankConflicts => Some("L1 Wavefronts Shared Excessive"),
+        _ => None,
+    };
+    let share = |l: &SourceLine| counter.and_then(|c| l.counters.iter().find(|x| x.counter == c)).map(|x| x.share_pct);
+    let mut carrying: Vec<&SourceLine> = lines.iter().filter(|l| share(l).is_some()).collect();
+    if carrying.is_empty() {
+        return lines.iter().take(3).cloned().collect();
     }
+    carrying.sort_by(|a, b| share(b).unwrap_or(0.0).total_cmp(&share(a).unwrap_or(0.0)));
+    carrying.into_iter().take(3).cloned().collect()
 }
