@@ -14,6 +14,7 @@
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::explain::report::Citation;
+use crate::explain::schema;
 use crate::explain::select::{self, Group};
 use crate::facts::{Fact, Facts};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
@@ -32,11 +33,11 @@ pub const COMPARE_SCHEMA: &str = "keet.compare/1";
 /// rounding of CSV exports (a details page writes 4.06 us for 4064 ns).
 pub const TIME_NOISE_PCT: f64 = 1.0;
 
-/// Bounds of the explanation's free text (characters) and citations.
+/// Bounds of the explanation's free text (characters) and causes; citations are bounded as
+/// explain's ([`schema::MAX_CITATIONS`]).
 pub const SUMMARY_MAX_CHARS: usize = 160;
 pub const CAUSE_MAX_CHARS: usize = 160;
 pub const MAX_CAUSES: usize = 2;
-pub const MAX_CITATIONS: usize = 3;
 /// At most this many metric constants per kernel in the schema (the largest changes first).
 pub const MAX_CITABLE: usize = 10;
 /// Constrained re-asks (with the validator's reasons) for an explanation that fails validation.
@@ -743,23 +744,23 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
     })
 }
 
-/// A metric the model may cite: one raw metric of one side, with its value and unit.
+/// A metric the model may cite: explain's citable metric (raw metric, value, unit, label) and
+/// the side it is read on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Citable {
-    pub metric: String,
     pub side: SideName,
-    pub value: f64,
-    pub unit: String,
-    pub label: String,
+    #[serde(flatten)]
+    pub cite: schema::Citable,
 }
 
 fn push_citable(out: &mut Vec<Citable>, ctx: &Context, side: SideName, metric: &str, label: &str) {
     let Some(m) = ctx.launch.metrics.get(metric) else { return };
     let Some(v) = m.as_f64() else { return };
-    if out.iter().any(|c| c.metric == metric && c.side == side) {
+    if out.iter().any(|c| c.cite.metric == metric && c.side == side) {
         return;
     }
-    out.push(Citable { metric: metric.to_string(), side, value: v, unit: m.unit.symbol(), label: label.to_string() });
+    let cite = schema::Citable { metric: metric.to_string(), value: v, unit: m.unit.symbol(), label: label.to_string() };
+    out.push(Citable { side, cite });
 }
 
 /// The citable metrics of one matched kernel: the duration, then the raw metrics of the changed
@@ -796,34 +797,19 @@ pub fn citables(k: &KernelDelta, before: &Context, after: &Context) -> Vec<Citab
 fn text(min_words: usize, max_chars: usize) -> Value {
     json!({
         "type": "string",
-        "pattern": crate::explain::schema::sentence_pattern(min_words, max_chars / 2 + 1),
+        "pattern": schema::sentence_pattern(min_words, max_chars / 2 + 1),
         "maxLength": max_chars,
     })
 }
 
 /// The schema of one kernel's explanation: digit-free text and exact citations.
 pub fn explanation_schema(cites: &[Citable]) -> Value {
-    let items: Vec<Value> = cites
-        .iter()
-        .map(|c| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "metric": { "const": c.metric },
-                    "side": { "const": c.side },
-                    "value": { "const": c.value },
-                    "unit": { "const": c.unit },
-                },
-                "required": ["metric", "side", "value", "unit"],
-                "additionalProperties": false
-            })
-        })
-        .collect();
+    let items: Vec<Value> = cites.iter().map(|c| schema::citation_schema(&c.cite, Some(json!(c.side)))).collect();
     json!({
         "type": "object",
         "properties": {
             "summary": text(4, SUMMARY_MAX_CHARS),
-            "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len().max(1)) },
+            "evidence": schema::evidence_schema(items),
             "causes": { "type": "array", "items": text(3, CAUSE_MAX_CHARS), "minItems": 1, "maxItems": MAX_CAUSES },
         },
         "required": ["summary", "evidence", "causes"],
@@ -832,23 +818,15 @@ pub fn explanation_schema(cites: &[Citable]) -> Value {
 }
 
 /// Tokens that always suffice for the largest output the schema admits (every character a token).
-pub fn token_budget(schema: &Value) -> usize {
-    let longest = schema["properties"]["evidence"]["items"]["anyOf"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| c.to_string().len())
-        .max()
-        .unwrap_or(64);
-    32 + SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS + MAX_CITATIONS * longest
+pub fn token_budget(explanation: &Value) -> usize {
+    let longest = schema::longest_citation([&explanation["properties"]["evidence"]]);
+    32 + schema::text_and_citation_tokens(SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS, longest)
 }
 
 const PROMPT: &str = include_str!("../prompts/compare.jinja");
 
 fn prompt(part: &str, data: &Value) -> Result<String, minijinja::Error> {
-    let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
+    let env = crate::templating::prompt_environment();
     let mut ctx = data.clone();
     ctx["part"] = json!(part);
     Ok(env.render_str(PROMPT, ctx)?.trim().to_string())
@@ -876,8 +854,8 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
     json!({
         "name": k.name,
         "shape_change": k.shape_change,
-        "before_time": crate::render::human_duration(k.total_time.before),
-        "after_time": crate::render::human_duration(k.total_time.after),
+        "before_time": crate::format::duration(k.total_time.before),
+        "after_time": crate::format::duration(k.total_time.after),
         "before_launches": k.before.launches,
         "after_launches": k.after.launches,
         "change_pct": k.total_time.delta_pct.map(|p| format!("{}{}%", if p > 0.0 { "+" } else { "" }, rules::fmt_num(p))),
@@ -886,7 +864,7 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
         "appeared": cats(&k.categories_appeared),
         "disappeared": cats(&k.categories_disappeared),
         "in_words": words.join("; "),
-        "cites": cites.iter().map(|c| json!({ "metric": c.metric, "side": c.side, "value": Value::from(c.value).to_string(), "unit": c.unit })).collect::<Vec<_>>(),
+        "cites": cites.iter().map(|c| json!({ "metric": c.cite.metric, "side": c.side, "value": Value::from(c.cite.value).to_string(), "unit": c.cite.unit })).collect::<Vec<_>>(),
     })
 }
 
@@ -1045,7 +1023,8 @@ mod tests {
         assert!(pairs.contains(&(1, 2, MatchKind::NormalizedName)));
         assert!(pairs.contains(&(2, 0, MatchKind::NameOnly)));
         assert_eq!((ob, oa), (vec![3], vec![3]));
-        let cites = vec![Citable { metric: "m".into(), side: SideName::After, value: 2.5, unit: "%".into(), label: "M".into() }];
+        let cite = schema::Citable { metric: "m".into(), value: 2.5, unit: "%".into(), label: "M".into() };
+        let cites = vec![Citable { side: SideName::After, cite }];
         let s = explanation_schema(&cites);
         assert_eq!(s["properties"]["evidence"]["items"]["anyOf"][0]["properties"]["side"]["const"], "after");
         let b = token_budget(&s);

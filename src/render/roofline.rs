@@ -7,6 +7,7 @@
 //! dot per kernel with a positive arithmetic intensity and achieved FLOP/s, labelled with its rank.
 
 use crate::explain::report::ExplainReport;
+use crate::format::si;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -139,17 +140,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// 6.2e13 -> "62 T"; 4.77e12 -> "4.77 T"; 0.5 -> "0.5".
-pub fn si(x: f64) -> String {
-    const P: [(f64, &str); 6] = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
-    for (scale, p) in P {
-        if x.abs() >= scale {
-            return format!("{} {p}", crate::rules::fmt_num(x / scale));
-        }
-    }
-    crate::rules::fmt_num(x)
-}
-
 /// Decade tick label for the intensity axis.
 fn decade_label(k: i32) -> String {
     match k {
@@ -258,7 +248,7 @@ fn draw(c: &Chart) -> String {
             escape(&r.device),
             si(r.peak_dram_bytes_per_s),
             si(r.peak_flop_per_s),
-            crate::rules::fmt_num(r.ridge)
+            crate::format::number(r.ridge)
         );
         let _ = write!(
             s,
@@ -275,13 +265,13 @@ fn draw(c: &Chart) -> String {
         let (x, y) = (px(p.arithmetic_intensity), py(p.achieved_flop_per_s));
         let in_plot = (PLOT_L..=PLOT_R).contains(&x) && (PLOT_T..=PLOT_B).contains(&y);
         let (x, y) = (x.clamp(PLOT_L, PLOT_R), y.clamp(PLOT_T, PLOT_B));
-        let roof = p.pct_of_roof.map(|v| format!(", {}% of the roof", crate::rules::fmt_num(v))).unwrap_or_default();
+        let roof = p.pct_of_roof.map(|v| format!(", {}% of the roof", crate::format::number(v))).unwrap_or_default();
         let _ = write!(
             s,
             r##"<g class="pt"><title>#{} {}: {} FLOP/byte, {}FLOP/s{}{}</title><circle cx="{x:.1}" cy="{y:.1}" r="5" fill="{colour}" fill-opacity="0.75" stroke="#222" stroke-width="0.8"/><text x="{:.1}" y="{:.1}" font-size="10" fill="#222">{}</text></g>"##,
             p.rank,
             escape(&p.name),
-            crate::rules::fmt_num(p.arithmetic_intensity),
+            crate::format::number(p.arithmetic_intensity),
             si(p.achieved_flop_per_s),
             roof,
             if in_plot { "" } else { " (outside the axes, drawn at the edge)" },
@@ -322,10 +312,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn si_and_escape() {
-        assert_eq!(si(6.2e13), "62 T");
-        assert_eq!(si(4.77e12), "4.77 T");
-        assert_eq!(si(0.5), "0.50");
+    fn escape_and_decade_labels() {
         assert_eq!(escape("a<b&\"c'"), "a&lt;b&amp;&quot;c&#39;");
         assert_eq!(decade_label(-3), "0.001");
         assert_eq!(decade_label(-1), "0.1");

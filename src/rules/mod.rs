@@ -336,20 +336,8 @@ fn v(f: &Option<Fact>) -> Option<f64> {
     f.as_ref().map(|f| f.value)
 }
 
-/// Formats a number the way reports show it (and the validator accepts): up to 3 significant decimals.
-pub fn fmt_num(x: f64) -> String {
-    if x.abs() >= 1e15 || (x != 0.0 && x.abs() < 1e-3) {
-        return format!("{x:.3e}");
-    }
-    let s = if x.abs() >= 100.0 || x.fract() == 0.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    };
-    s
-}
+/// Formats a number the way reports show it (and the validator accepts): [`crate::format::number`].
+pub use crate::format::number as fmt_num;
 
 /// The rules for a user's kernel judged alone (no name, the whole profile).
 pub fn evaluate(f: &Facts) -> Vec<Finding> {
@@ -525,8 +513,8 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             format!("{regime} on {u} at {}% of peak: a fix that does not reduce {u} work saves at most {}%", fmt_num(p), fmt_num(100.0 - p))
         }
         ("launch-bound", b) => format!(
-            "launch-bound: {} µs{}, {}",
-            v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_else(|| "?".into()),
+            "launch-bound: {}{}, {}",
+            v(&f.duration_ns).map(crate::format::micros).unwrap_or_else(|| "? µs".into()),
             v(&f.grid_blocks).map(|g| format!(", {} block{}", fmt_num(g), if g == 1.0 { "" } else { "s" })).unwrap_or_default(),
             b.map(|(u, p)| format!("busiest unit {u} at {}%", fmt_num(p))).unwrap_or_else(|| "no throughput measured".into())
         ),
@@ -596,8 +584,8 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             if x > c.pct + t::NCU_DISAGREE_MARGIN_PCT {
                 let why = if c.unit == "launch cost" {
                     format!(
-                        "the launch lasts {} µs, of which about 1.5 µs is launch cost",
-                        v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_default()
+                        "the launch lasts {}, of which about 1.5 µs is launch cost",
+                        v(&f.duration_ns).map(crate::format::micros).unwrap_or_else(|| " µs".into())
                     )
                 } else {
                     format!("{} is at {}% of peak", c.unit, fmt_num(c.unit_pct))

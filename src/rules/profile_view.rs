@@ -210,8 +210,8 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             .map(|k| {
                 let name = super::kind::short_kernel_name(&k.name);
                 format!(
-                    "{name} up to {} µs ({}% of the profile, {})",
-                    fmt_num(k.gain_ns.unwrap_or(0.0) / 1000.0),
+                    "{name} up to {} ({}% of the profile, {})",
+                    crate::format::micros(k.gain_ns.unwrap_or(0.0)),
                     fmt_num(100.0 * k.gain_ns.unwrap_or(0.0) / total),
                     k.primary.as_deref().unwrap_or("?")
                 )
