@@ -606,6 +606,10 @@ fn match_renamed(
     out
 }
 
+/// A matched pair: its delta, the analyses of both representative launches, and the indices of
+/// its kernel groups before and after.
+type Matched = (KernelDelta, LaunchAnalysis, LaunchAnalysis, usize, usize);
+
 /// Runs `keet compare BEFORE AFTER`.
 pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<CompareReport, CompareError> {
     if !opts.no_llm {
@@ -616,98 +620,8 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
     errors.extend(aerr);
     let bg = select::group_kernels(&bprof);
     let ag = select::group_kernels(&aprof);
-    let bkeys: Vec<_> = bg.iter().map(|g| key_of(g, &bprof)).collect();
-    let akeys: Vec<_> = ag.iter().map(|g| key_of(g, &aprof)).collect();
-    let (pairs, mut ob, mut oa) = match_groups(&bkeys, &akeys);
-    let renamed = match_renamed(&bkeys, &akeys, &mut ob, &mut oa, &opts.matches, |i| role_of(&bg[i], &bprof), |j| role_of(&ag[j], &aprof));
-
-    let mut matched: Vec<(KernelDelta, LaunchAnalysis, LaunchAnalysis, usize, usize)> = pairs
-        .iter()
-        .map(|&(i, j, kind)| (i, j, kind, None))
-        .chain(renamed)
-        .map(|(i, j, kind, reason)| {
-            let (mut k, ba, aa) = kernel_delta(kind, &bg[i], &bprof, &ag[j], &aprof);
-            k.match_reason = reason;
-            (k, ba, aa, i, j)
-        })
-        .collect();
-    matched.sort_by(|x, y| y.0.total_time.delta.abs().total_cmp(&x.0.total_time.delta.abs()));
-
-    let mut model: Option<(Engine, ModelUsed)> = None;
-    let (mut validated, mut dropped) = (0, 0);
-    if !opts.no_llm {
-        let mut asked = 0;
-        for (k, ba, aa, i, j) in matched.iter_mut() {
-            if asked >= opts.top {
-                break;
-            }
-            let changed = k.direction != Direction::Unchanged || k.metrics.iter().any(|m| m.changed);
-            if !changed {
-                continue;
-            }
-            let bl = bg[*i].launch(&bprof);
-            let al = ag[*j].launch(&aprof);
-            let bctx = Context { launch: bl, facts: &ba.facts, rules: &ba.findings };
-            let actx = Context { launch: al, facts: &aa.facts, rules: &aa.findings };
-            let cites = citables(k, &bctx, &actx);
-            if cites.is_empty() {
-                continue;
-            }
-            asked += 1;
-            if model.is_none() {
-                let engine = Engine::load(&opts.engine)?;
-                let used = ModelUsed {
-                    name: engine.info.name.clone(),
-                    path: engine.info.path.display().to_string(),
-                    device: engine.info.device.clone(),
-                };
-                model = Some((engine, used));
-            }
-            let engine = &mut model.as_mut().expect("loaded above").0;
-            let schema = explanation_schema(&cites);
-            let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
-            gen.max_tokens = token_budget(&schema);
-            let messages: Vec<ChatMessage> =
-                vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
-            // One constrained attempt, then at most one re-ask with the validator's reasons.
-            let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
-            let direction = k.direction;
-            let outcome = crate::llm::ask::ask(
-                engine,
-                question,
-                |e: &mut Explanation| {
-                    // Runs of spaces collapse; the text is validated as shown.
-                    let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-                    e.summary = tidy(&e.summary);
-                    e.causes = e.causes.iter().map(|c| tidy(c)).collect();
-                    let mut seen = std::collections::HashSet::new();
-                    e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
-                    validate_explanation(e, &bctx, &actx, direction)
-                },
-                |reasons| prompt("repair", &json!({ "reasons": reasons })).map_err(CompareError::from),
-            )?;
-            let repaired = outcome.repaired();
-            let mut refusals = outcome.refusals.into_iter();
-            let first = refusals.next().unwrap_or_default();
-            match outcome.accepted {
-                Some(e) => {
-                    k.explanation = Some(e);
-                    k.explanation_status = ExplanationStatus::Validated;
-                    k.explanation_repaired = repaired;
-                    k.dropped_reasons = first;
-                    validated += 1;
-                }
-                None => {
-                    k.dropped_reasons = first;
-                    for later in refusals {
-                        k.dropped_reasons.extend(later.iter().map(|r| format!("after the re-ask: {r}")));
-                    }
-                    k.explanation_status = ExplanationStatus::Dropped;
-                    dropped += 1;
-                }
-            }
-        }
-    }
+    let (mut matched, ob, oa) = match_sides(&bg, &bprof, &ag, &aprof, opts);
+    let asked = if opts.no_llm { ModelRun::default() } else { explain_changes(&mut matched, (&bg, &bprof), (&ag, &aprof), opts)? };
 
     let side_summary = |input: &Path, files: Vec<PathBuf>, groups: &[Group]| SideSummary {
         inputs: vec![input.to_path_buf()],
@@ -732,16 +646,152 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
         total_time: Delta::new(before_s.total_duration_ns, after_s.total_duration_ns),
         before: before_s,
         after: after_s,
-        model: model.map(|m| m.1),
+        model: asked.model.map(|m| m.1),
         only_before: only(&ob, &bg, &bprof),
         only_after: only(&oa, &ag, &aprof),
         matched: matched.into_iter().map(|m| m.0).collect(),
-        explanations_validated: validated,
-        explanations_dropped: dropped,
+        explanations_validated: asked.validated,
+        explanations_dropped: asked.dropped,
         regression_threshold_pct: None,
         regressions: vec![],
         errors,
     })
+}
+
+/// Matches the two sides' kernel groups (the tiers of the module docs, then by role), each pair
+/// with its delta, the largest time change first; and the groups left unmatched on each side.
+fn match_sides(
+    bg: &[Group],
+    bprof: &[Profile],
+    ag: &[Group],
+    aprof: &[Profile],
+    opts: &CompareOptions,
+) -> (Vec<Matched>, Vec<usize>, Vec<usize>) {
+    let bkeys: Vec<_> = bg.iter().map(|g| key_of(g, bprof)).collect();
+    let akeys: Vec<_> = ag.iter().map(|g| key_of(g, aprof)).collect();
+    let (pairs, mut ob, mut oa) = match_groups(&bkeys, &akeys);
+    let renamed = match_renamed(&bkeys, &akeys, &mut ob, &mut oa, &opts.matches, |i| role_of(&bg[i], bprof), |j| role_of(&ag[j], aprof));
+
+    let mut matched: Vec<Matched> = pairs
+        .iter()
+        .map(|&(i, j, kind)| (i, j, kind, None))
+        .chain(renamed)
+        .map(|(i, j, kind, reason)| {
+            let (mut k, ba, aa) = kernel_delta(kind, &bg[i], bprof, &ag[j], aprof);
+            k.match_reason = reason;
+            (k, ba, aa, i, j)
+        })
+        .collect();
+    matched.sort_by(|x, y| y.0.total_time.delta.abs().total_cmp(&x.0.total_time.delta.abs()));
+    (matched, ob, oa)
+}
+
+/// What asking the model came to: the engine (loaded at the first question) with what the report
+/// says of it, and how many explanations were validated and dropped.
+#[derive(Default)]
+struct ModelRun {
+    model: Option<(Engine, ModelUsed)>,
+    validated: usize,
+    dropped: usize,
+}
+
+/// Asks the model about the matched kernels that changed and have something to cite, in
+/// `matched` order (largest time change first), at most `opts.top` of them.
+fn explain_changes(
+    matched: &mut [Matched],
+    (bg, bprof): (&[Group], &[Profile]),
+    (ag, aprof): (&[Group], &[Profile]),
+    opts: &CompareOptions,
+) -> Result<ModelRun, CompareError> {
+    let mut run = ModelRun::default();
+    let mut asked = 0;
+    for (k, ba, aa, i, j) in matched.iter_mut() {
+        if asked >= opts.top {
+            break;
+        }
+        let changed = k.direction != Direction::Unchanged || k.metrics.iter().any(|m| m.changed);
+        if !changed {
+            continue;
+        }
+        let bl = bg[*i].launch(bprof);
+        let al = ag[*j].launch(aprof);
+        let bctx = Context { launch: bl, facts: &ba.facts, rules: &ba.findings };
+        let actx = Context { launch: al, facts: &aa.facts, rules: &aa.findings };
+        let cites = citables(k, &bctx, &actx);
+        if cites.is_empty() {
+            continue;
+        }
+        asked += 1;
+        if run.model.is_none() {
+            let engine = Engine::load(&opts.engine)?;
+            let used = ModelUsed {
+                name: engine.info.name.clone(),
+                path: engine.info.path.display().to_string(),
+                device: engine.info.device.clone(),
+            };
+            run.model = Some((engine, used));
+        }
+        let engine = &mut run.model.as_mut().expect("loaded above").0;
+        if explain_kernel(engine, k, &cites, &bctx, &actx)? {
+            run.validated += 1;
+        } else {
+            run.dropped += 1;
+        }
+    }
+    Ok(run)
+}
+
+/// Asks for one kernel's explanation (one constrained attempt, then at most one re-ask with the
+/// validator's reasons) and records it on `k`, validated or dropped with the reasons; true when
+/// one was validated.
+fn explain_kernel(
+    engine: &mut Engine,
+    k: &mut KernelDelta,
+    cites: &[Citable],
+    bctx: &Context,
+    actx: &Context,
+) -> Result<bool, CompareError> {
+    let schema = explanation_schema(cites);
+    let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
+    gen.max_tokens = token_budget(&schema);
+    let messages: Vec<ChatMessage> =
+        vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, cites))?)];
+    let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
+    let direction = k.direction;
+    let outcome = crate::llm::ask::ask(
+        engine,
+        question,
+        |e: &mut Explanation| {
+            // Runs of spaces collapse; the text is validated as shown.
+            let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+            e.summary = tidy(&e.summary);
+            e.causes = e.causes.iter().map(|c| tidy(c)).collect();
+            let mut seen = std::collections::HashSet::new();
+            e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
+            validate_explanation(e, bctx, actx, direction)
+        },
+        |reasons| prompt("repair", &json!({ "reasons": reasons })).map_err(CompareError::from),
+    )?;
+    let repaired = outcome.repaired();
+    let mut refusals = outcome.refusals.into_iter();
+    let first = refusals.next().unwrap_or_default();
+    match outcome.accepted {
+        Some(e) => {
+            k.explanation = Some(e);
+            k.explanation_status = ExplanationStatus::Validated;
+            k.explanation_repaired = repaired;
+            k.dropped_reasons = first;
+            Ok(true)
+        }
+        None => {
+            k.dropped_reasons = first;
+            for later in refusals {
+                k.dropped_reasons.extend(later.iter().map(|r| format!("after the re-ask: {r}")));
+            }
+            k.explanation_status = ExplanationStatus::Dropped;
+            Ok(false)
+        }
+    }
 }
 
 /// A metric the model may cite: explain's citable metric (raw metric, value, unit, label) and
