@@ -498,15 +498,29 @@ fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64
 
 /// The launch's regime in one line, what is missing, and where ncu's estimates exceed the bounds.
 fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]) -> Diagnosis {
-    let regime = match f.bound.as_ref().map(|b| b.kind) {
+    let regime = regime_of(f);
+    let busiest = f.bound.as_ref().and_then(|b| b.busiest_unit.zip(b.busiest_pct));
+    let summary = regime_summary(f, regime, busiest, findings);
+    let missing = missing_sections(launch, f, &kernel, regime, busiest);
+    let ncu_disagreements = ncu_disagreements(launch, f);
+    Diagnosis { regime, summary, kernel, missing, ncu_disagreements }
+}
+
+/// The regime's name ("memory-bound", ..., "unknown" without throughput metrics).
+fn regime_of(f: &Facts) -> &'static str {
+    match f.bound.as_ref().map(|b| b.kind) {
         Some(BoundKind::Memory) => "memory-bound",
         Some(BoundKind::Compute) => "compute-bound",
         Some(BoundKind::Latency) => "latency-bound",
         Some(BoundKind::GridTooSmall) => "grid-bound",
         Some(BoundKind::Launch) => "launch-bound",
         None => "unknown",
-    };
-    let busiest = f.bound.as_ref().and_then(|b| b.busiest_unit.zip(b.busiest_pct));
+    }
+}
+
+/// The regime in one line, with the busiest unit (`busiest`: unit and % of peak), the largest
+/// cause and, when latency-bound, the top stall.
+fn regime_summary(f: &Facts, regime: &str, busiest: Option<(&'static str, f64)>, findings: &[Finding]) -> String {
     let mut summary = match (regime, busiest) {
         ("unknown", _) => "regime unknown: the profile has no throughput metrics".to_string(),
         ("memory-bound" | "compute-bound", Some((u, p))) => {
@@ -537,7 +551,11 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             None => summary.push_str("; stall reasons not collected"),
         }
     }
+    summary
+}
 
+/// The sections the profile lacks for this launch's questions, with the ncu option that collects each.
+fn missing_sections(launch: &Launch, f: &Facts, kernel: &KernelKind, regime: &str, busiest: Option<(&'static str, f64)>) -> Vec<Missing> {
     let mut missing = Vec::new();
     if f.sm_throughput_pct.is_none() && f.memory_throughput_pct.is_none() {
         missing.push(Missing { what: "speed of light (SM and memory throughput): the regime", ncu_option: "--section SpeedOfLight" });
@@ -570,7 +588,11 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             ncu_option: "--section SourceCounters --import-source yes (compile with -lineinfo)",
         });
     }
+    missing
+}
 
+/// Where ncu's own rules estimate more than keet's physical bound allows, one line each.
+fn ncu_disagreements(launch: &Launch, f: &Facts) -> Vec<String> {
     let mut ncu_disagreements = Vec::new();
     for r in &launch.ncu_rules {
         let Some(x) = r.speedup_pct else { continue };
@@ -597,7 +619,7 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             }
         }
     }
-    Diagnosis { regime, summary, kernel, missing, ncu_disagreements }
+    ncu_disagreements
 }
 
 /// Which units the fix behind one of Nsight Compute's rules relieves (by the rule's name).
