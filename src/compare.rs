@@ -14,6 +14,7 @@
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::explain::report::Citation;
+use crate::explain::schema;
 use crate::explain::select::{self, Group};
 use crate::facts::{Fact, Facts};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
@@ -32,11 +33,11 @@ pub const COMPARE_SCHEMA: &str = "keet.compare/1";
 /// rounding of CSV exports (a details page writes 4.06 us for 4064 ns).
 pub const TIME_NOISE_PCT: f64 = 1.0;
 
-/// Bounds of the explanation's free text (characters) and citations.
+/// Bounds of the explanation's free text (characters) and causes; citations are bounded as
+/// explain's ([`schema::MAX_CITATIONS`]).
 pub const SUMMARY_MAX_CHARS: usize = 160;
 pub const CAUSE_MAX_CHARS: usize = 160;
 pub const MAX_CAUSES: usize = 2;
-pub const MAX_CITATIONS: usize = 3;
 /// At most this many metric constants per kernel in the schema (the largest changes first).
 pub const MAX_CITABLE: usize = 10;
 /// Constrained re-asks (with the validator's reasons) for an explanation that fails validation.
@@ -605,6 +606,10 @@ fn match_renamed(
     out
 }
 
+/// A matched pair: its delta, the analyses of both representative launches, and the indices of
+/// its kernel groups before and after.
+type Matched = (KernelDelta, LaunchAnalysis, LaunchAnalysis, usize, usize);
+
 /// Runs `keet compare BEFORE AFTER`.
 pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<CompareReport, CompareError> {
     if !opts.no_llm {
@@ -615,98 +620,8 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
     errors.extend(aerr);
     let bg = select::group_kernels(&bprof);
     let ag = select::group_kernels(&aprof);
-    let bkeys: Vec<_> = bg.iter().map(|g| key_of(g, &bprof)).collect();
-    let akeys: Vec<_> = ag.iter().map(|g| key_of(g, &aprof)).collect();
-    let (pairs, mut ob, mut oa) = match_groups(&bkeys, &akeys);
-    let renamed = match_renamed(&bkeys, &akeys, &mut ob, &mut oa, &opts.matches, |i| role_of(&bg[i], &bprof), |j| role_of(&ag[j], &aprof));
-
-    let mut matched: Vec<(KernelDelta, LaunchAnalysis, LaunchAnalysis, usize, usize)> = pairs
-        .iter()
-        .map(|&(i, j, kind)| (i, j, kind, None))
-        .chain(renamed)
-        .map(|(i, j, kind, reason)| {
-            let (mut k, ba, aa) = kernel_delta(kind, &bg[i], &bprof, &ag[j], &aprof);
-            k.match_reason = reason;
-            (k, ba, aa, i, j)
-        })
-        .collect();
-    matched.sort_by(|x, y| y.0.total_time.delta.abs().total_cmp(&x.0.total_time.delta.abs()));
-
-    let mut model: Option<(Engine, ModelUsed)> = None;
-    let (mut validated, mut dropped) = (0, 0);
-    if !opts.no_llm {
-        let mut asked = 0;
-        for (k, ba, aa, i, j) in matched.iter_mut() {
-            if asked >= opts.top {
-                break;
-            }
-            let changed = k.direction != Direction::Unchanged || k.metrics.iter().any(|m| m.changed);
-            if !changed {
-                continue;
-            }
-            let bl = bg[*i].launch(&bprof);
-            let al = ag[*j].launch(&aprof);
-            let bctx = Context { launch: bl, facts: &ba.facts, rules: &ba.findings };
-            let actx = Context { launch: al, facts: &aa.facts, rules: &aa.findings };
-            let cites = citables(k, &bctx, &actx);
-            if cites.is_empty() {
-                continue;
-            }
-            asked += 1;
-            if model.is_none() {
-                let engine = Engine::load(&opts.engine)?;
-                let used = ModelUsed {
-                    name: engine.info.name.clone(),
-                    path: engine.info.path.display().to_string(),
-                    device: engine.info.device.clone(),
-                };
-                model = Some((engine, used));
-            }
-            let engine = &mut model.as_mut().expect("loaded above").0;
-            let schema = explanation_schema(&cites);
-            let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
-            gen.max_tokens = token_budget(&schema);
-            let messages: Vec<ChatMessage> =
-                vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, &cites))?)];
-            // One constrained attempt, then at most one re-ask with the validator's reasons.
-            let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
-            let direction = k.direction;
-            let outcome = crate::llm::ask::ask(
-                engine,
-                question,
-                |e: &mut Explanation| {
-                    // Runs of spaces collapse; the text is validated as shown.
-                    let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-                    e.summary = tidy(&e.summary);
-                    e.causes = e.causes.iter().map(|c| tidy(c)).collect();
-                    let mut seen = std::collections::HashSet::new();
-                    e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
-                    validate_explanation(e, &bctx, &actx, direction)
-                },
-                |reasons| prompt("repair", &json!({ "reasons": reasons })).map_err(CompareError::from),
-            )?;
-            let repaired = outcome.repaired();
-            let mut refusals = outcome.refusals.into_iter();
-            let first = refusals.next().unwrap_or_default();
-            match outcome.accepted {
-                Some(e) => {
-                    k.explanation = Some(e);
-                    k.explanation_status = ExplanationStatus::Validated;
-                    k.explanation_repaired = repaired;
-                    k.dropped_reasons = first;
-                    validated += 1;
-                }
-                None => {
-                    k.dropped_reasons = first;
-                    for later in refusals {
-                        k.dropped_reasons.extend(later.iter().map(|r| format!("after the re-ask: {r}")));
-                    }
-                    k.explanation_status = ExplanationStatus::Dropped;
-                    dropped += 1;
-                }
-            }
-        }
-    }
+    let (mut matched, ob, oa) = match_sides(&bg, &bprof, &ag, &aprof, opts);
+    let asked = if opts.no_llm { ModelRun::default() } else { explain_changes(&mut matched, (&bg, &bprof), (&ag, &aprof), opts)? };
 
     let side_summary = |input: &Path, files: Vec<PathBuf>, groups: &[Group]| SideSummary {
         inputs: vec![input.to_path_buf()],
@@ -731,35 +646,171 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
         total_time: Delta::new(before_s.total_duration_ns, after_s.total_duration_ns),
         before: before_s,
         after: after_s,
-        model: model.map(|m| m.1),
+        model: asked.model.map(|m| m.1),
         only_before: only(&ob, &bg, &bprof),
         only_after: only(&oa, &ag, &aprof),
         matched: matched.into_iter().map(|m| m.0).collect(),
-        explanations_validated: validated,
-        explanations_dropped: dropped,
+        explanations_validated: asked.validated,
+        explanations_dropped: asked.dropped,
         regression_threshold_pct: None,
         regressions: vec![],
         errors,
     })
 }
 
-/// A metric the model may cite: one raw metric of one side, with its value and unit.
+/// Matches the two sides' kernel groups (the tiers of the module docs, then by role), each pair
+/// with its delta, the largest time change first; and the groups left unmatched on each side.
+fn match_sides(
+    bg: &[Group],
+    bprof: &[Profile],
+    ag: &[Group],
+    aprof: &[Profile],
+    opts: &CompareOptions,
+) -> (Vec<Matched>, Vec<usize>, Vec<usize>) {
+    let bkeys: Vec<_> = bg.iter().map(|g| key_of(g, bprof)).collect();
+    let akeys: Vec<_> = ag.iter().map(|g| key_of(g, aprof)).collect();
+    let (pairs, mut ob, mut oa) = match_groups(&bkeys, &akeys);
+    let renamed = match_renamed(&bkeys, &akeys, &mut ob, &mut oa, &opts.matches, |i| role_of(&bg[i], bprof), |j| role_of(&ag[j], aprof));
+
+    let mut matched: Vec<Matched> = pairs
+        .iter()
+        .map(|&(i, j, kind)| (i, j, kind, None))
+        .chain(renamed)
+        .map(|(i, j, kind, reason)| {
+            let (mut k, ba, aa) = kernel_delta(kind, &bg[i], bprof, &ag[j], aprof);
+            k.match_reason = reason;
+            (k, ba, aa, i, j)
+        })
+        .collect();
+    matched.sort_by(|x, y| y.0.total_time.delta.abs().total_cmp(&x.0.total_time.delta.abs()));
+    (matched, ob, oa)
+}
+
+/// What asking the model came to: the engine (loaded at the first question) with what the report
+/// says of it, and how many explanations were validated and dropped.
+#[derive(Default)]
+struct ModelRun {
+    model: Option<(Engine, ModelUsed)>,
+    validated: usize,
+    dropped: usize,
+}
+
+/// Asks the model about the matched kernels that changed and have something to cite, in
+/// `matched` order (largest time change first), at most `opts.top` of them.
+fn explain_changes(
+    matched: &mut [Matched],
+    (bg, bprof): (&[Group], &[Profile]),
+    (ag, aprof): (&[Group], &[Profile]),
+    opts: &CompareOptions,
+) -> Result<ModelRun, CompareError> {
+    let mut run = ModelRun::default();
+    let mut asked = 0;
+    for (k, ba, aa, i, j) in matched.iter_mut() {
+        if asked >= opts.top {
+            break;
+        }
+        let changed = k.direction != Direction::Unchanged || k.metrics.iter().any(|m| m.changed);
+        if !changed {
+            continue;
+        }
+        let bl = bg[*i].launch(bprof);
+        let al = ag[*j].launch(aprof);
+        let bctx = Context { launch: bl, facts: &ba.facts, rules: &ba.findings };
+        let actx = Context { launch: al, facts: &aa.facts, rules: &aa.findings };
+        let cites = citables(k, &bctx, &actx);
+        if cites.is_empty() {
+            continue;
+        }
+        asked += 1;
+        if run.model.is_none() {
+            let engine = Engine::load(&opts.engine)?;
+            let used = ModelUsed {
+                name: engine.info.name.clone(),
+                path: engine.info.path.display().to_string(),
+                device: engine.info.device.clone(),
+            };
+            run.model = Some((engine, used));
+        }
+        let engine = &mut run.model.as_mut().expect("loaded above").0;
+        if explain_kernel(engine, k, &cites, &bctx, &actx)? {
+            run.validated += 1;
+        } else {
+            run.dropped += 1;
+        }
+    }
+    Ok(run)
+}
+
+/// Asks for one kernel's explanation (one constrained attempt, then at most one re-ask with the
+/// validator's reasons) and records it on `k`, validated or dropped with the reasons; true when
+/// one was validated.
+fn explain_kernel(
+    engine: &mut Engine,
+    k: &mut KernelDelta,
+    cites: &[Citable],
+    bctx: &Context,
+    actx: &Context,
+) -> Result<bool, CompareError> {
+    let schema = explanation_schema(cites);
+    let mut gen = GenerateOptions { repeat_penalty: 1.15, ..GenerateOptions::default() };
+    gen.max_tokens = token_budget(&schema);
+    let messages: Vec<ChatMessage> =
+        vec![ChatMessage::system(prompt("system", &json!({}))?), ChatMessage::user(prompt("user", &prompt_data(k, cites))?)];
+    let question = crate::llm::ask::Ask { messages, schema: &schema, options: gen, reasks: REPAIR_ATTEMPTS };
+    let direction = k.direction;
+    let outcome = crate::llm::ask::ask(
+        engine,
+        question,
+        |e: &mut Explanation| {
+            // Runs of spaces collapse; the text is validated as shown.
+            let tidy = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+            e.summary = tidy(&e.summary);
+            e.causes = e.causes.iter().map(|c| tidy(c)).collect();
+            let mut seen = std::collections::HashSet::new();
+            e.evidence.retain(|c| seen.insert((c.metric.clone(), c.side)));
+            validate_explanation(e, bctx, actx, direction)
+        },
+        |reasons| prompt("repair", &json!({ "reasons": reasons })).map_err(CompareError::from),
+    )?;
+    let repaired = outcome.repaired();
+    let mut refusals = outcome.refusals.into_iter();
+    let first = refusals.next().unwrap_or_default();
+    match outcome.accepted {
+        Some(e) => {
+            k.explanation = Some(e);
+            k.explanation_status = ExplanationStatus::Validated;
+            k.explanation_repaired = repaired;
+            k.dropped_reasons = first;
+            Ok(true)
+        }
+        None => {
+            k.dropped_reasons = first;
+            for later in refusals {
+                k.dropped_reasons.extend(later.iter().map(|r| format!("after the re-ask: {r}")));
+            }
+            k.explanation_status = ExplanationStatus::Dropped;
+            Ok(false)
+        }
+    }
+}
+
+/// A metric the model may cite: explain's citable metric (raw metric, value, unit, label) and
+/// the side it is read on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Citable {
-    pub metric: String,
     pub side: SideName,
-    pub value: f64,
-    pub unit: String,
-    pub label: String,
+    #[serde(flatten)]
+    pub cite: schema::Citable,
 }
 
 fn push_citable(out: &mut Vec<Citable>, ctx: &Context, side: SideName, metric: &str, label: &str) {
     let Some(m) = ctx.launch.metrics.get(metric) else { return };
     let Some(v) = m.as_f64() else { return };
-    if out.iter().any(|c| c.metric == metric && c.side == side) {
+    if out.iter().any(|c| c.cite.metric == metric && c.side == side) {
         return;
     }
-    out.push(Citable { metric: metric.to_string(), side, value: v, unit: m.unit.symbol(), label: label.to_string() });
+    let cite = schema::Citable { metric: metric.to_string(), value: v, unit: m.unit.symbol(), label: label.to_string() };
+    out.push(Citable { side, cite });
 }
 
 /// The citable metrics of one matched kernel: the duration, then the raw metrics of the changed
@@ -796,34 +847,19 @@ pub fn citables(k: &KernelDelta, before: &Context, after: &Context) -> Vec<Citab
 fn text(min_words: usize, max_chars: usize) -> Value {
     json!({
         "type": "string",
-        "pattern": crate::explain::schema::sentence_pattern(min_words, max_chars / 2 + 1),
+        "pattern": schema::sentence_pattern(min_words, max_chars / 2 + 1),
         "maxLength": max_chars,
     })
 }
 
 /// The schema of one kernel's explanation: digit-free text and exact citations.
 pub fn explanation_schema(cites: &[Citable]) -> Value {
-    let items: Vec<Value> = cites
-        .iter()
-        .map(|c| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "metric": { "const": c.metric },
-                    "side": { "const": c.side },
-                    "value": { "const": c.value },
-                    "unit": { "const": c.unit },
-                },
-                "required": ["metric", "side", "value", "unit"],
-                "additionalProperties": false
-            })
-        })
-        .collect();
+    let items: Vec<Value> = cites.iter().map(|c| schema::citation_schema(&c.cite, Some(json!(c.side)))).collect();
     json!({
         "type": "object",
         "properties": {
             "summary": text(4, SUMMARY_MAX_CHARS),
-            "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len().max(1)) },
+            "evidence": schema::evidence_schema(items),
             "causes": { "type": "array", "items": text(3, CAUSE_MAX_CHARS), "minItems": 1, "maxItems": MAX_CAUSES },
         },
         "required": ["summary", "evidence", "causes"],
@@ -832,23 +868,15 @@ pub fn explanation_schema(cites: &[Citable]) -> Value {
 }
 
 /// Tokens that always suffice for the largest output the schema admits (every character a token).
-pub fn token_budget(schema: &Value) -> usize {
-    let longest = schema["properties"]["evidence"]["items"]["anyOf"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| c.to_string().len())
-        .max()
-        .unwrap_or(64);
-    32 + SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS + MAX_CITATIONS * longest
+pub fn token_budget(explanation: &Value) -> usize {
+    let longest = schema::longest_citation([&explanation["properties"]["evidence"]]);
+    32 + schema::text_and_citation_tokens(SUMMARY_MAX_CHARS + MAX_CAUSES * CAUSE_MAX_CHARS, longest)
 }
 
 const PROMPT: &str = include_str!("../prompts/compare.jinja");
 
 fn prompt(part: &str, data: &Value) -> Result<String, minijinja::Error> {
-    let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
+    let env = crate::templating::prompt_environment();
     let mut ctx = data.clone();
     ctx["part"] = json!(part);
     Ok(env.render_str(PROMPT, ctx)?.trim().to_string())
@@ -876,8 +904,8 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
     json!({
         "name": k.name,
         "shape_change": k.shape_change,
-        "before_time": crate::render::human_duration(k.total_time.before),
-        "after_time": crate::render::human_duration(k.total_time.after),
+        "before_time": crate::format::duration(k.total_time.before),
+        "after_time": crate::format::duration(k.total_time.after),
         "before_launches": k.before.launches,
         "after_launches": k.after.launches,
         "change_pct": k.total_time.delta_pct.map(|p| format!("{}{}%", if p > 0.0 { "+" } else { "" }, rules::fmt_num(p))),
@@ -886,7 +914,7 @@ fn prompt_data(k: &KernelDelta, cites: &[Citable]) -> Value {
         "appeared": cats(&k.categories_appeared),
         "disappeared": cats(&k.categories_disappeared),
         "in_words": words.join("; "),
-        "cites": cites.iter().map(|c| json!({ "metric": c.metric, "side": c.side, "value": Value::from(c.value).to_string(), "unit": c.unit })).collect::<Vec<_>>(),
+        "cites": cites.iter().map(|c| json!({ "metric": c.cite.metric, "side": c.side, "value": Value::from(c.cite.value).to_string(), "unit": c.cite.unit })).collect::<Vec<_>>(),
     })
 }
 
@@ -1045,7 +1073,8 @@ mod tests {
         assert!(pairs.contains(&(1, 2, MatchKind::NormalizedName)));
         assert!(pairs.contains(&(2, 0, MatchKind::NameOnly)));
         assert_eq!((ob, oa), (vec![3], vec![3]));
-        let cites = vec![Citable { metric: "m".into(), side: SideName::After, value: 2.5, unit: "%".into(), label: "M".into() }];
+        let cite = schema::Citable { metric: "m".into(), value: 2.5, unit: "%".into(), label: "M".into() };
+        let cites = vec![Citable { side: SideName::After, cite }];
         let s = explanation_schema(&cites);
         assert_eq!(s["properties"]["evidence"]["items"]["anyOf"][0]["properties"]["side"]["const"], "after");
         let b = token_budget(&s);

@@ -149,71 +149,14 @@ impl Grounding {
                     if own.is_empty() {
                         continue; // not a rendered number: `ungrounded` reports it
                     }
-                    let owns = |stem: &str, include_labels: bool| {
-                        own.iter().any(|m| {
-                            m.item_words
-                                .iter()
-                                .chain(if include_labels { &m.label_words[..] } else { &[] })
-                                .any(|w| same_meaning(w, stem, words))
-                        })
-                    };
                     let names_itself = number.contains(' ');
-                    let named = names_itself || sentence_stems.iter().any(|stem| !words.qualifiers.contains(stem) && owns(stem, true));
-                    // Item words of other numbers in this clause ("SM" beside the DRAM's 64.5%):
-                    // the clause must then hold one of the number's own item words, or a label
-                    // word those other numbers do not share.
+                    let named =
+                        names_itself || sentence_stems.iter().any(|stem| !words.qualifiers.contains(stem) && owns(&own, stem, true, words));
                     let clause_stems: Vec<&str> = clause_tokens.iter().filter_map(|t| t.stem.as_deref()).collect();
-                    let own_meanings = &own;
-                    let competitors: Vec<&NumberMeaning> = clause_stems
-                        .iter()
-                        .filter(|stem| !owns(stem, false) && vocabulary.contains(stem))
-                        .flat_map(|stem| {
-                            self.meanings.iter().filter(move |m| {
-                                &m.number != number
-                                    && m.item_words.iter().any(|w| w == stem)
-                                    // Within one line, only a unit's name or a qualifier tells
-                                    // items apart ("1 thread" and "a multiple of 32" are both
-                                    // about the block size).
-                                    && (own_meanings.iter().all(|o| o.line != m.line)
-                                        || words.qualifiers.iter().any(|q| q == stem)
-                                        || words.units.iter().any(|u| u == stem))
-                            })
-                        })
-                        .collect();
-                    let misplaced = !competitors.is_empty()
-                        && !clause_stems.iter().any(|stem| {
-                            owns(stem, false)
-                                || own.iter().any(|m| {
-                                    m.label_words
-                                        .iter()
-                                        .any(|w| same_meaning(w, stem, words) && !competitors.iter().any(|c| c.label_words.contains(w)))
-                                })
-                        });
-                    // "7.19% of these SMs" where the facts say "SM 7.19%" (the SMs' throughput, not
-                    // a share of them): a number written as a share "of" something must be a
-                    // share of that in the facts too.
-                    if let Some(whole) = share_of(clause, number) {
-                        if !own.iter().any(|m| m.of_words.iter().any(|w| whole.iter().any(|x| same_meaning(w, x, words)))) {
-                            let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
-                            out.push(format!(
-                                "{number} is not a share of \"{}\" in this kernel's facts: it is \"{}\"",
-                                whole.join(" "),
-                                sources.join("\" and \"")
-                            ));
-                            continue;
-                        }
-                    }
-                    // "only 3.03% of the SMs have work" where the facts say "3.03% of the SMs have
-                    // no work": a share with a negative sense written without one is inverted.
-                    if own.iter().all(|m| m.negative) && !has_negative_word(clause, words) {
-                        let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
-                        out.push(format!(
-                            "{number} is written as its opposite: in this kernel's facts it is \"{}\" (idle, wasted or with no work), and the sentence does not say so",
-                            sources.join("\" and \"")
-                        ));
-                        continue;
-                    }
-                    if !named || misplaced {
+                    let misplaced = self.misplaced(number, &own, &clause_stems, &vocabulary);
+                    if let Some(reason) = wrong_sense(number, &own, clause, words) {
+                        out.push(reason);
+                    } else if !named || misplaced {
                         let sources: Vec<&str> = own.iter().map(|m| m.source.as_str()).collect();
                         out.push(format!(
                             "{number} is not what the sentence says: in this kernel's facts it is \"{}\"",
@@ -247,6 +190,36 @@ impl Grounding {
             }
         }
         out
+    }
+
+    /// Whether the clause names the item of another number ("SM" beside the DRAM's 64.5%) and
+    /// then neither one of `number`'s own item words nor a label word those other numbers do not
+    /// share; `own` are `number`'s meanings, `vocabulary` every meaning's item words.
+    fn misplaced(&self, number: &str, own: &[&NumberMeaning], clause_stems: &[&str], vocabulary: &[&str]) -> bool {
+        let words = meaning_words();
+        let competitors: Vec<&NumberMeaning> = clause_stems
+            .iter()
+            .filter(|stem| !owns(own, stem, false, words) && vocabulary.contains(stem))
+            .flat_map(|stem| {
+                self.meanings.iter().filter(move |m| {
+                    m.number != number
+                        && m.item_words.iter().any(|w| w == stem)
+                        // Within one line, only a unit's name or a qualifier tells
+                        // items apart ("1 thread" and "a multiple of 32" are both
+                        // about the block size).
+                        && (own.iter().all(|o| o.line != m.line)
+                            || words.qualifiers.iter().any(|q| q == stem)
+                            || words.units.iter().any(|u| u == stem))
+                })
+            })
+            .collect();
+        !competitors.is_empty()
+            && !clause_stems.iter().any(|stem| {
+                owns(own, stem, false, words)
+                    || own.iter().any(|m| {
+                        m.label_words.iter().any(|w| same_meaning(w, stem, words) && !competitors.iter().any(|c| c.label_words.contains(w)))
+                    })
+            })
     }
 
     /// Numbers written in `text` that are not allowed (compared as written, unit included).
@@ -376,6 +349,33 @@ fn stem(word: &str) -> String {
         Some(base) if base.len() >= 2 && !base.ends_with('s') => base.to_string(),
         _ => lower,
     }
+}
+
+/// Whether one of `own` (a number's meanings) has a word of the same meaning as `stem` among its
+/// item words, or with `include_labels` its label words.
+fn owns(own: &[&NumberMeaning], stem: &str, include_labels: bool, words: &MeaningWords) -> bool {
+    own.iter()
+        .any(|m| m.item_words.iter().chain(if include_labels { &m.label_words[..] } else { &[] }).any(|w| same_meaning(w, stem, words)))
+}
+
+/// A number written with the wrong sense, with the reason: as a share "of" something it is not a
+/// share of in the facts ("7.19% of these SMs" where the facts say "SM 7.19%", the SMs'
+/// throughput), or without the negative word its facts line has ("only 3.03% of the SMs have
+/// work" where the facts say "3.03% of the SMs have no work": inverted).
+fn wrong_sense(number: &str, own: &[&NumberMeaning], clause: &str, words: &MeaningWords) -> Option<String> {
+    let sources = || own.iter().map(|m| m.source.as_str()).collect::<Vec<&str>>().join("\" and \"");
+    if let Some(whole) = share_of(clause, number) {
+        if !own.iter().any(|m| m.of_words.iter().any(|w| whole.iter().any(|x| same_meaning(w, x, words)))) {
+            return Some(format!("{number} is not a share of \"{}\" in this kernel's facts: it is \"{}\"", whole.join(" "), sources()));
+        }
+    }
+    if own.iter().all(|m| m.negative) && !has_negative_word(clause, words) {
+        return Some(format!(
+            "{number} is written as its opposite: in this kernel's facts it is \"{}\" (idle, wasted or with no work), and the sentence does not say so",
+            sources()
+        ));
+    }
+    None
 }
 
 /// Whether a facts stem and a text stem mean the same (equal, or a synonym in `prompts/meanings.toml`).

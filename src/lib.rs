@@ -14,6 +14,7 @@ pub mod eval;
 pub mod explain;
 pub mod facts;
 pub mod files;
+pub mod format;
 pub mod grounding;
 /// The model engine, a crate of its own (`crates/keet-llm`); `crate::llm::...` paths keep working.
 pub use keet_llm as llm;
@@ -27,4 +28,5 @@ pub mod report;
 pub mod rules;
 pub mod sense;
 pub mod sets;
+pub mod templating;
 pub mod validate;

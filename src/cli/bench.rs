@@ -149,96 +149,21 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => BENCH_PROMPT.to_string(),
     };
-    // Each round runs the peer, then loads keet's engine and measures its prompt and decode. The
-    // first round's peer runs while this process is small: a child reports the larger of its own
-    // peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec), so
-    // the peer's peak memory is taken from that round alone.
-    let peer_model = if a.peer { Some(crate::llm::resolve::resolve_model(a.model.model.as_deref())?) } else { None };
-    let mut peer_runs: Vec<Result<Value, String>> = Vec::new();
-    let mut runs: Vec<EngineRun> = Vec::new();
-    let mut loaded = None;
-    for _ in 0..a.rounds {
-        if let Some(m) = &peer_model {
-            peer_runs.push(run_peer(&a, &m.location.path().to_string_lossy(), &text));
-        }
-        // The previous round's engine goes before the next one loads (one model in memory).
-        drop(loaded.take());
-        let t0 = Instant::now();
-        let mut engine = Engine::load(&a.model.engine_options())?;
-        let load_s = t0.elapsed().as_secs_f64();
-        let ids = if a.chat { engine.prompt_tokens(&[ChatMessage::user(text.clone())])? } else { engine.tokenizer().encode(&text)? };
-        let (pp_s, dec_s) = prompt_and_decode(&mut engine, &ids, a.tokens)?;
-        runs.push(EngineRun { load_s, prompt_tok_s: ids.len() as f64 / pp_s, decode_tok_s: a.tokens as f64 / dec_s });
-        loaded = Some((engine, ids));
-    }
-    let (mut engine, ids) = loaded.expect("at least one round");
-    let median_of = |f: fn(&EngineRun) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
-    let (load_s, prompt_tok_s, decode_tok_s) = (median_of(|r| r.load_s), median_of(|r| r.prompt_tok_s), median_of(|r| r.decode_tok_s));
-    let peer = peer_model.as_ref().map(|_| peer_summary(&peer_runs));
+    let Rounds { runs, peer_runs, mut engine, prompt_tokens } = measure_rounds(&a, &text)?;
+    let peer = a.peer.then(|| peer_summary(&peer_runs));
     let weights = engine.model_mut().weight_bytes();
     engine.reset();
-
-    // Constraint mask time over a constrained generation.
-    let prep_s = engine.prepare_constraints()?;
-    let schema = bench_schema();
-    // The schema's hard bound as budget: the output is always complete (it ends long before).
-    let bound = crate::llm::constraint::max_tokens_bound(&schema).map_err(anyhow::Error::msg)?;
-    let opts = GenerateOptions { max_tokens: bound, ..Default::default() };
-    let g = engine.generate(&[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))], &opts, Some(&schema))?;
-    let mask = &g.timings.mask_us;
-    let mask_mean = if mask.is_empty() { 0.0 } else { mask.iter().sum::<f64>() / mask.len() as f64 };
-    let mask_p99 = percentile(mask, 99.0);
-    let constrained_parses = serde_json::from_str::<Value>(&g.text).is_ok();
-
-    // Prefix reuse: the same system prompt and instructions with a different kernel each time.
+    let mask = measure_mask(&mut engine, &text)?;
     engine.reset();
-    let system = "You are a GPU performance engineer. Explain Nsight Compute profiles precisely and briefly.";
-    let (instructions, _) = text.split_at(text.find("Kernel:").unwrap_or(text.len() / 2));
-    let kernels = ["gemm_tiled<float, 32, 32, 8>", "reduce_sum<256>", "softmax_fwd<half>", "transpose_naive"];
-    let mut prompt_times = Vec::new();
-    let short = GenerateOptions { max_tokens: 1, ..Default::default() };
-    for k in kernels.iter() {
-        let msg = format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
-        let g = engine.generate(&[ChatMessage::system(system), ChatMessage::user(msg)], &short, None)?;
-        prompt_times.push((g.timings.prompt_tokens, g.timings.reused_tokens, g.timings.prompt_s));
-    }
-    let cold = prompt_times[0];
-    let warm = *prompt_times.last().unwrap();
-    let saving = if cold.2 > 0.0 { 1.0 - warm.2 / cold.2 } else { 0.0 };
-
-    let keet = json!({
-        "engine": format!("keet ({})", engine.info.implementation),
-        "model": engine.info.path,
-        "architecture": engine.info.architecture,
-        "device": engine.info.device,
-        "threads": engine.info.threads,
-        "load_s": (load_s * 1000.0).round() / 1000.0,
-        "prompt_tokens": ids.len(),
-        "prompt_tok_s": r1(prompt_tok_s),
-        "gen_tokens": a.tokens,
-        "decode_tok_s": r1(decode_tok_s),
-        "rounds": runs.iter().map(EngineRun::to_json).collect::<Vec<_>>(),
-        "constraint_setup_s": (prep_s * 1000.0).round() / 1000.0,
-        "mask_us_mean": r1(mask_mean),
-        "mask_us_p99": r1(mask_p99),
-        "mask_tokens": mask.len(),
-        "constrained_output_parses": constrained_parses,
-        "prefix_reuse": {
-            "cold_prompt_tokens": cold.0, "cold_prompt_s": (cold.2 * 1000.0).round() / 1000.0,
-            "warm_prompt_tokens": warm.0, "warm_reused_tokens": warm.1,
-            "warm_prompt_s": (warm.2 * 1000.0).round() / 1000.0,
-            "saving_pct": r1(saving * 100.0),
-        },
-        "peak_rss_mb": peak_rss_mb().map(r1),
-    });
+    let reuse = measure_prefix_reuse(&mut engine, &text)?;
+    let mut keet = keet_json(&engine, &a, &runs, prompt_tokens, &mask, &reuse);
     // The memory ceiling of decode, measured after the peak memory is read (its two copy buffers
     // would count as the model's).
     let bw = {
         let device = crate::llm::device::parse_device(a.model.device_or_cpu())?;
         super::bench_synthetic::copy_bandwidth(&device, a.copy_bytes, threads)?
     };
-    let limit = super::bench_synthetic::decode_limit(weights, &bw, decode_tok_s);
-    let mut keet = keet;
+    let limit = super::bench_synthetic::decode_limit(weights, &bw, EngineRun::medians(&runs).decode_tok_s);
     super::bench_synthetic::merge(&mut keet, &limit);
 
     if a.json {
@@ -249,6 +174,135 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         println!("{out}");
         return Ok(0);
     }
+    print_table(&a, &engine, &keet, &runs, peer.as_ref(), &mask, &reuse);
+    Ok(0)
+}
+
+/// keet's engine after the measured rounds, with each round's figures and the peer's.
+struct Rounds {
+    runs: Vec<EngineRun>,
+    peer_runs: Vec<Result<Value, String>>,
+    /// The last round's engine, kept for the constraint and prefix-reuse measurements.
+    engine: Engine,
+    /// Tokens of the measured prompt.
+    prompt_tokens: usize,
+}
+
+/// Each round runs the peer, then loads keet's engine and measures its prompt and decode. The
+/// first round's peer runs while this process is small: a child reports the larger of its own
+/// peak memory and its parent's at the time it started (Linux keeps ru_maxrss across exec), so
+/// the peer's peak memory is taken from that round alone.
+fn measure_rounds(a: &LlmBenchArgs, text: &str) -> anyhow::Result<Rounds> {
+    let peer_model = if a.peer { Some(crate::llm::resolve::resolve_model(a.model.model.as_deref())?) } else { None };
+    let mut peer_runs: Vec<Result<Value, String>> = Vec::new();
+    let mut runs: Vec<EngineRun> = Vec::new();
+    let mut loaded = None;
+    for _ in 0..a.rounds {
+        if let Some(m) = &peer_model {
+            peer_runs.push(run_peer(a, &m.location.path().to_string_lossy(), text));
+        }
+        // The previous round's engine goes before the next one loads (one model in memory).
+        drop(loaded.take());
+        let t0 = Instant::now();
+        let mut engine = Engine::load(&a.model.engine_options())?;
+        let load_s = t0.elapsed().as_secs_f64();
+        let ids = if a.chat { engine.prompt_tokens(&[ChatMessage::user(text.to_string())])? } else { engine.tokenizer().encode(text)? };
+        let (pp_s, dec_s) = prompt_and_decode(&mut engine, &ids, a.tokens)?;
+        runs.push(EngineRun { load_s, prompt_tok_s: ids.len() as f64 / pp_s, decode_tok_s: a.tokens as f64 / dec_s });
+        loaded = Some((engine, ids.len()));
+    }
+    let (engine, prompt_tokens) = loaded.expect("at least one round");
+    Ok(Rounds { runs, peer_runs, engine, prompt_tokens })
+}
+
+/// The constraint mask's cost over one constrained generation.
+struct MaskTiming {
+    setup_s: f64,
+    /// Mask time per token, microseconds.
+    per_token_us: Vec<f64>,
+    /// Whether the constrained output parses as JSON.
+    output_parses: bool,
+}
+
+/// Times the constraint mask over one constrained generation of [`bench_schema`].
+fn measure_mask(engine: &mut Engine, text: &str) -> anyhow::Result<MaskTiming> {
+    let setup_s = engine.prepare_constraints()?;
+    let schema = bench_schema();
+    // The schema's hard bound as budget: the output is always complete (it ends long before).
+    let bound = crate::llm::constraint::max_tokens_bound(&schema).map_err(anyhow::Error::msg)?;
+    let opts = GenerateOptions { max_tokens: bound, ..Default::default() };
+    let g = engine.generate(&[ChatMessage::user(format!("{text}\n\nAnswer as JSON."))], &opts, Some(&schema))?;
+    Ok(MaskTiming { setup_s, output_parses: serde_json::from_str::<Value>(&g.text).is_ok(), per_token_us: g.timings.mask_us })
+}
+
+/// One prompt's (prompt tokens, reused tokens, prompt seconds).
+type PromptTime = (usize, usize, f64);
+
+/// Prefix reuse: the first prompt (cold) against the last (warm, its prefix cached).
+struct PrefixReuse {
+    cold: PromptTime,
+    warm: PromptTime,
+}
+
+/// The same system prompt and instructions with a different kernel each time.
+fn measure_prefix_reuse(engine: &mut Engine, text: &str) -> anyhow::Result<PrefixReuse> {
+    let system = "You are a GPU performance engineer. Explain Nsight Compute profiles precisely and briefly.";
+    let (instructions, _) = text.split_at(text.find("Kernel:").unwrap_or(text.len() / 2));
+    let kernels = ["gemm_tiled<float, 32, 32, 8>", "reduce_sum<256>", "softmax_fwd<half>", "transpose_naive"];
+    let mut prompt_times = Vec::new();
+    let short = GenerateOptions { max_tokens: 1, ..Default::default() };
+    for k in kernels.iter() {
+        let msg = format!("{instructions}Kernel: {k}\nDuration: 1.20 ms. Memory throughput 80 % of peak, compute 20 %.");
+        let g = engine.generate(&[ChatMessage::system(system), ChatMessage::user(msg)], &short, None)?;
+        prompt_times.push((g.timings.prompt_tokens, g.timings.reused_tokens, g.timings.prompt_s));
+    }
+    Ok(PrefixReuse { cold: prompt_times[0], warm: *prompt_times.last().unwrap() })
+}
+
+/// keet's figures as `bench llm --json` prints them under `keet` (medians over the rounds).
+fn keet_json(engine: &Engine, a: &LlmBenchArgs, runs: &[EngineRun], prompt_tokens: usize, mask: &MaskTiming, reuse: &PrefixReuse) -> Value {
+    let EngineRun { load_s, prompt_tok_s, decode_tok_s } = EngineRun::medians(runs);
+    let per_token = &mask.per_token_us;
+    let mask_mean = if per_token.is_empty() { 0.0 } else { per_token.iter().sum::<f64>() / per_token.len() as f64 };
+    let (cold, warm) = (reuse.cold, reuse.warm);
+    let saving = if cold.2 > 0.0 { 1.0 - warm.2 / cold.2 } else { 0.0 };
+    json!({
+        "engine": format!("keet ({})", engine.info.implementation),
+        "model": engine.info.path,
+        "architecture": engine.info.architecture,
+        "device": engine.info.device,
+        "threads": engine.info.threads,
+        "load_s": (load_s * 1000.0).round() / 1000.0,
+        "prompt_tokens": prompt_tokens,
+        "prompt_tok_s": r1(prompt_tok_s),
+        "gen_tokens": a.tokens,
+        "decode_tok_s": r1(decode_tok_s),
+        "rounds": runs.iter().map(EngineRun::to_json).collect::<Vec<_>>(),
+        "constraint_setup_s": (mask.setup_s * 1000.0).round() / 1000.0,
+        "mask_us_mean": r1(mask_mean),
+        "mask_us_p99": r1(percentile(per_token, 99.0)),
+        "mask_tokens": per_token.len(),
+        "constrained_output_parses": mask.output_parses,
+        "prefix_reuse": {
+            "cold_prompt_tokens": cold.0, "cold_prompt_s": (cold.2 * 1000.0).round() / 1000.0,
+            "warm_prompt_tokens": warm.0, "warm_reused_tokens": warm.1,
+            "warm_prompt_s": (warm.2 * 1000.0).round() / 1000.0,
+            "saving_pct": r1(saving * 100.0),
+        },
+        "peak_rss_mb": peak_rss_mb().map(r1),
+    })
+}
+
+/// The table `bench llm` prints: keet beside the peer where it ran.
+fn print_table(
+    a: &LlmBenchArgs,
+    engine: &Engine,
+    keet: &Value,
+    runs: &[EngineRun],
+    peer: Option<&Result<Value, String>>,
+    mask: &MaskTiming,
+    reuse: &PrefixReuse,
+) {
     println!(
         "model          {} ({}, {} implementation, {} threads, {})",
         engine.info.path.display(),
@@ -257,65 +311,70 @@ fn bench_llm(a: LlmBenchArgs) -> anyhow::Result<i32> {
         engine.info.threads,
         engine.info.device
     );
-    let row = |name: &str, k: &Value, p: Option<&Value>, higher_better: bool| {
-        let kv = k.as_f64();
-        match (kv, p.and_then(|p| p.as_f64())) {
-            (Some(kv), Some(pv)) if pv > 0.0 => {
-                let ratio = if higher_better { kv / pv } else { pv / kv };
-                println!("{name:<26} {kv:>10}  {pv:>10}  {:>6.2}x", ratio)
-            }
-            _ => println!("{name:<26} {:>10}", k),
-        }
-    };
-    let peer_ok = peer.as_ref().and_then(|p| p.as_ref().ok());
+    let peer_ok = peer.and_then(|p| p.as_ref().ok());
     if a.rounds > 1 {
-        println!("rounds         {} (keet and llama.cpp alternating; medians below)", a.rounds);
-        for (i, r) in runs.iter().enumerate() {
-            let p = peer_ok.and_then(|p| p["rounds"].get(i));
-            let pf = |k: &str| p.and_then(|p| p[k].as_f64()).map_or("-".to_string(), |v| format!("{v:.1}"));
-            println!(
-                "  round {:<2} load s {:.3} / {}   prompt tok/s {:.1} / {}   decode tok/s {:.1} / {}",
-                i + 1,
-                r.load_s,
-                p.and_then(|p| p["load_s"].as_f64()).map_or("-".to_string(), |v| format!("{v:.3}")),
-                r.prompt_tok_s,
-                pf("prompt_tok_s"),
-                r.decode_tok_s,
-                pf("decode_tok_s")
-            );
-        }
+        print_rounds(a.rounds, runs, peer_ok);
     }
     if peer_ok.is_some() {
         println!("{:<26} {:>10}  {:>10}  {:>7}", "", "keet", "llama.cpp", "keet/peer");
     }
     let pg = |k: &str| peer_ok.and_then(|p| p.get(k));
-    row("load s", &keet["load_s"], pg("load_s"), false);
-    row("prompt tokens", &keet["prompt_tokens"], pg("prompt_tokens"), true);
-    row("prompt tok/s", &keet["prompt_tok_s"], pg("prompt_tok_s"), true);
-    row("decode tok/s", &keet["decode_tok_s"], pg("decode_tok_s"), true);
-    row("peak RSS MiB", &keet["peak_rss_mb"], pg("peak_rss_mb"), false);
+    print_row("load s", &keet["load_s"], pg("load_s"), false);
+    print_row("prompt tokens", &keet["prompt_tokens"], pg("prompt_tokens"), true);
+    print_row("prompt tok/s", &keet["prompt_tok_s"], pg("prompt_tok_s"), true);
+    print_row("decode tok/s", &keet["decode_tok_s"], pg("decode_tok_s"), true);
+    print_row("peak RSS MiB", &keet["peak_rss_mb"], pg("peak_rss_mb"), false);
     println!("{:<26} {:>10}", "constraint setup s", keet["constraint_setup_s"]);
     println!(
         "{:<26} {:>10}  (p99 {} us over {} tokens; output parses: {})",
-        "mask us/token mean", keet["mask_us_mean"], keet["mask_us_p99"], keet["mask_tokens"], constrained_parses
+        "mask us/token mean", keet["mask_us_mean"], keet["mask_us_p99"], keet["mask_tokens"], mask.output_parses
     );
     println!(
         "{:<26} {:>10}  (cold {} tokens {} s -> warm {} tokens, {} reused, {} s)",
         "prefix reuse saving %",
         keet["prefix_reuse"]["saving_pct"],
-        cold.0,
+        reuse.cold.0,
         keet["prefix_reuse"]["cold_prompt_s"],
-        warm.0,
-        warm.1,
+        reuse.warm.0,
+        reuse.warm.1,
         keet["prefix_reuse"]["warm_prompt_s"]
     );
-    super::bench_synthetic::print_limit(&keet);
-    match &peer {
+    super::bench_synthetic::print_limit(keet);
+    match peer {
         Some(Err(e)) => println!("llama.cpp peer unavailable: {e}"),
         None => println!("(add --peer to run llama.cpp on the same prompt)"),
         _ => {}
     }
-    Ok(0)
+}
+
+/// One figure of keet beside the peer's, with keet's advantage as a ratio.
+fn print_row(name: &str, keet: &Value, peer: Option<&Value>, higher_better: bool) {
+    match (keet.as_f64(), peer.and_then(|p| p.as_f64())) {
+        (Some(kv), Some(pv)) if pv > 0.0 => {
+            let ratio = if higher_better { kv / pv } else { pv / kv };
+            println!("{name:<26} {kv:>10}  {pv:>10}  {:>6.2}x", ratio)
+        }
+        _ => println!("{name:<26} {:>10}", keet),
+    }
+}
+
+/// Every round's figures, keet's beside the peer's.
+fn print_rounds(rounds: u32, runs: &[EngineRun], peer_ok: Option<&Value>) {
+    println!("rounds         {} (keet and llama.cpp alternating; medians below)", rounds);
+    for (i, r) in runs.iter().enumerate() {
+        let p = peer_ok.and_then(|p| p["rounds"].get(i));
+        let pf = |k: &str| p.and_then(|p| p[k].as_f64()).map_or("-".to_string(), |v| format!("{v:.1}"));
+        println!(
+            "  round {:<2} load s {:.3} / {}   prompt tok/s {:.1} / {}   decode tok/s {:.1} / {}",
+            i + 1,
+            r.load_s,
+            p.and_then(|p| p["load_s"].as_f64()).map_or("-".to_string(), |v| format!("{v:.3}")),
+            r.prompt_tok_s,
+            pf("prompt_tok_s"),
+            r.decode_tok_s,
+            pf("decode_tok_s")
+        );
+    }
 }
 
 /// `--concurrency`: for each N, the decode speed of N different answers one at a time and
@@ -348,6 +407,16 @@ struct EngineRun {
 }
 
 impl EngineRun {
+    /// Each figure's median over the rounds.
+    fn medians(runs: &[EngineRun]) -> EngineRun {
+        let median_of = |f: fn(&EngineRun) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        EngineRun {
+            load_s: median_of(|r| r.load_s),
+            prompt_tok_s: median_of(|r| r.prompt_tok_s),
+            decode_tok_s: median_of(|r| r.decode_tok_s),
+        }
+    }
+
     fn to_json(&self) -> Value {
         json!({ "load_s": (self.load_s * 1000.0).round() / 1000.0, "prompt_tok_s": r1(self.prompt_tok_s), "decode_tok_s": r1(self.decode_tok_s) })
     }
@@ -386,7 +455,7 @@ fn prompt_and_decode(engine: &mut Engine, ids: &[u32], tokens: usize) -> anyhow:
 }
 
 /// The peer's rounds as one result: the medians of its load, prompt and decode figures, peak
-/// memory from the first round (see `bench_llm`), and every round under `rounds`; the first
+/// memory from the first round (see `measure_rounds`), and every round under `rounds`; the first
 /// failure if any round failed.
 fn peer_summary(runs: &[Result<Value, String>]) -> Result<Value, String> {
     let ok: Vec<&Value> = runs.iter().map(|r| r.as_ref()).collect::<Result<_, _>>().map_err(|e| e.clone())?;

@@ -207,6 +207,44 @@ fn print_refusals(reports: &[ExplainReport]) {
 }
 
 pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
+    let profiles = profiles_of(&a)?;
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    if !a.concurrency.is_empty() {
+        return concurrency_runs(&a, &profiles, &load);
+    }
+    println!("{} profiles; load average at start: {}", profiles.len(), load());
+    // Written as each profile finishes, so a long run can be read while it goes on.
+    let mut sentence_file = sentence_file(&a)?;
+    for &mode in &a.prose {
+        let dir = tempfile::tempdir()?;
+        let opts = ExplainOptions {
+            top: a.top,
+            engine: a.model.engine_options(),
+            cache: Some(dir.path().join("bench.sqlite3")),
+            prose: mode,
+            ..ExplainOptions::default()
+        };
+        // Each profile on its own, so --top applies per profile.
+        let run = explain_each(&profiles, &opts, mode, &mut sentence_file)?;
+        print_mode(mode, &run, &load);
+        if let (Some(keep), Some(cache)) = (&a.keep_cache, &opts.cache) {
+            std::fs::copy(cache, keep).map_err(|e| anyhow::anyhow!("--keep-cache {}: {e}", keep.display()))?;
+            println!("analysis cache kept in:     {}", keep.display());
+        }
+    }
+    if let Some(path) = &a.sentences {
+        println!("model sentences written to {}", path.display());
+    }
+    Ok(0)
+}
+
+/// The profiles to explain: PROFILES, then the corpus's MANIFEST.tsv; the H200 decode report
+/// when neither names any.
+fn profiles_of(a: &ExplainBenchArgs) -> anyhow::Result<Vec<PathBuf>> {
     let mut profiles = a.profiles.clone();
     if let Some(dir) = &a.corpus {
         let manifest = dir.join("MANIFEST.tsv");
@@ -219,136 +257,154 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
     if profiles.is_empty() {
         profiles.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"));
     }
-    let load = || {
-        std::fs::read_to_string("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|_| "unknown".into())
-    };
-    if !a.concurrency.is_empty() {
-        return concurrency_runs(&a, &profiles, &load);
-    }
-    println!("{} profiles; load average at start: {}", profiles.len(), load());
-    // Written as each profile finishes, so a long run can be read while it goes on.
-    let mut sentence_file = match &a.sentences {
+    Ok(profiles)
+}
+
+/// `--sentences FILE`, created with its header line.
+fn sentence_file(a: &ExplainBenchArgs) -> anyhow::Result<Option<std::fs::File>> {
+    match &a.sentences {
         Some(path) => {
             let mut file = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             writeln!(file, "mode\tprofile\tkernel\tcategory\tfield\twriter\tkind\ttext")?;
-            Some(file)
+            Ok(Some(file))
         }
-        None => None,
-    };
-    for &mode in &a.prose {
-        let dir = tempfile::tempdir()?;
-        let opts = ExplainOptions {
-            top: a.top,
-            engine: a.model.engine_options(),
-            cache: Some(dir.path().join("bench.sqlite3")),
-            prose: mode,
-            ..ExplainOptions::default()
-        };
-        // Each profile on its own, so --top applies per profile.
-        let (mut reports, mut cold_s, mut warm_s) = (Vec::new(), 0.0, 0.0);
-        let (mut load_s, mut parse_s, mut first, mut kernels, mut from_cache, mut loaded_warm, mut same) =
-            (0.0, 0.0, None, 0, 0, false, true);
-        let mut s1_all = explain::RunStats::default();
-        for p in &profiles {
-            let inputs = vec![p.clone()];
-            let t = Instant::now();
-            let (cold, s1) = explain::explain(&inputs, &opts)?;
-            cold_s += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let (warm, s2) = explain::explain(&inputs, &opts)?;
-            warm_s += t.elapsed().as_secs_f64();
-            same &= serde_json::to_value(cold.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?
-                == serde_json::to_value(warm.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?;
-            load_s += s1.model_load_s;
-            parse_s += s1.parse_s;
-            first = first.or(s1.first_finding_s);
-            kernels += s1.kernels_explained;
-            from_cache += s2.kernels_from_cache;
-            loaded_warm |= s2.model_load_s > 0.0;
-            s1_all.absorb(&s1);
-            println!(
-                "  {}: {} kernels, {} asked the model, sentences shown/re-asked/replaced {}/{}/{}, {:.1} s",
-                p.display(),
-                s1.kernels_explained,
-                s1.kernels_asked,
-                s1.prose.shown,
-                s1.prose.reasked,
-                s1.prose.replaced,
-                s1.total_s
-            );
-            if let Some(file) = &mut sentence_file {
-                let one_line = |t: &str| t.replace(['\t', '\n'], " ");
-                for r in sentence_rows(&cold) {
-                    let writer = serde_json::to_value(r.writer)?.as_str().unwrap_or_default().to_string();
-                    let kind = r.kind.map(|k| k.as_str()).unwrap_or("-");
-                    let fields = [mode.as_str(), &p.display().to_string(), &r.kernel, &r.category, &r.field, &writer, kind, &r.text];
-                    writeln!(file, "{}", fields.map(one_line).join("\t"))?;
-                }
-                file.flush()?;
-            }
-            reports.push(cold);
-        }
-        let gen_s = (cold_s - load_s - parse_s).max(1e-9);
-        let c = s1_all.prose;
-        let written = c.shown + c.replaced;
-        let pct = |n: usize| if written > 0 { 100.0 * n as f64 / written as f64 } else { 0.0 };
-        println!();
-        println!("prose mode: {}", mode.as_str());
-        println!("model: {}", reports[0].model.as_ref().map(|m| format!("{} on {}", m.name, m.device)).unwrap_or_else(|| "none".into()));
-        println!("kernels explained:          {kernels}");
-        println!("model load:                 {load_s:.2} s");
-        println!("time to first finding:      {:.2} s", first.unwrap_or(0.0));
-        println!("cold run total:             {cold_s:.2} s");
-        println!("kernels per minute (model): {:.2}", kernels as f64 * 60.0 / gen_s);
-        if s1_all.kernels_asked > 0 {
-            println!(
-                "seconds per kernel (model): {:.1} ({} kernels asked)",
-                s1_all.generate_s / s1_all.kernels_asked as f64,
-                s1_all.kernels_asked
-            );
-        }
-        println!(
-            "model findings shown / repaired / dropped: {} / {} / {}",
-            s1_all.llm_findings_shown, s1_all.llm_findings_repaired, s1_all.llm_findings_dropped
-        );
-        println!(
-            "model sentences shown / re-asked / replaced: {} / {} / {} (gate pass rate {:.1}%, first try {:.1}%)",
-            c.shown,
-            c.reasked,
-            c.replaced,
-            pct(c.shown),
-            pct(written.saturating_sub(c.reasked))
-        );
-        println!("share of model sentences shown: {:.1}% (target >= 80%)", pct(c.shown));
-        println!("shown with an ungrounded number: {} (target 0)", s1_all.shown_ungrounded);
-        println!("shown but flagged by the prose gate: {} (target 0)", s1_all.shown_gate_flagged);
-        let with_text = reports.iter().flat_map(|r| &r.kernels).filter(|k| k.prose.shown > 0).count();
-        println!("kernels with model text:    {with_text} of {kernels}");
-        let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
-        let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
-        println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose or copied", samples.len());
-        println!("share shown in the model's own words: {:.1}%", pct(samples.len()));
-        print_kinds(&reports);
-        print_refusals(&reports);
-        // Five samples spread over the run.
-        let step = (samples.len() / 5).max(1);
-        for (c, s) in samples.iter().step_by(step).take(5) {
-            println!("  sample [{c}]: {s}");
-        }
-        println!(
-            "warm-cache run:             {warm_s:.3} s ({from_cache} of {kernels} kernels from the cache, model loaded: {loaded_warm})"
-        );
-        println!("warm output identical:      {same}");
-        println!("load average at end:        {}", load());
-        if let (Some(keep), Some(cache)) = (&a.keep_cache, &opts.cache) {
-            std::fs::copy(cache, keep).map_err(|e| anyhow::anyhow!("--keep-cache {}: {e}", keep.display()))?;
-            println!("analysis cache kept in:     {}", keep.display());
-        }
+        None => Ok(None),
     }
-    if let Some(path) = &a.sentences {
-        println!("model sentences written to {}", path.display());
+}
+
+/// One prose mode's run over every profile: the cold reports and what the cold and warm runs took.
+#[derive(Default)]
+struct ModeRun {
+    reports: Vec<ExplainReport>,
+    cold_s: f64,
+    warm_s: f64,
+    load_s: f64,
+    parse_s: f64,
+    /// Seconds to the first finding of the first profile that had one.
+    first_finding_s: Option<f64>,
+    kernels: usize,
+    /// Kernels the warm runs took from the cache.
+    from_cache: usize,
+    /// Whether a warm run loaded the model (it should not: every answer is cached).
+    loaded_warm: bool,
+    /// Whether every warm run's findings equal the cold run's.
+    same: bool,
+    /// The cold runs' stats, summed.
+    cold_stats: explain::RunStats,
+}
+
+/// Explains each profile on its own twice (cold, then warm from the cache), printing a line per
+/// profile and writing its shown sentences to `sentence_file`.
+fn explain_each(
+    profiles: &[PathBuf],
+    opts: &ExplainOptions,
+    mode: ProseMode,
+    sentence_file: &mut Option<std::fs::File>,
+) -> anyhow::Result<ModeRun> {
+    let mut run = ModeRun { same: true, ..ModeRun::default() };
+    for p in profiles {
+        let inputs = vec![p.clone()];
+        let t = Instant::now();
+        let (cold, s1) = explain::explain(&inputs, opts)?;
+        run.cold_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (warm, s2) = explain::explain(&inputs, opts)?;
+        run.warm_s += t.elapsed().as_secs_f64();
+        run.same &= serde_json::to_value(cold.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?
+            == serde_json::to_value(warm.kernels.iter().map(|k| &k.findings).collect::<Vec<_>>())?;
+        run.load_s += s1.model_load_s;
+        run.parse_s += s1.parse_s;
+        run.first_finding_s = run.first_finding_s.or(s1.first_finding_s);
+        run.kernels += s1.kernels_explained;
+        run.from_cache += s2.kernels_from_cache;
+        run.loaded_warm |= s2.model_load_s > 0.0;
+        run.cold_stats.absorb(&s1);
+        println!(
+            "  {}: {} kernels, {} asked the model, sentences shown/re-asked/replaced {}/{}/{}, {:.1} s",
+            p.display(),
+            s1.kernels_explained,
+            s1.kernels_asked,
+            s1.prose.shown,
+            s1.prose.reasked,
+            s1.prose.replaced,
+            s1.total_s
+        );
+        if let Some(file) = sentence_file {
+            write_sentences(file, mode, p, &cold)?;
+        }
+        run.reports.push(cold);
     }
-    Ok(0)
+    Ok(run)
+}
+
+/// The report's shown sentences, one tab-separated line each.
+fn write_sentences(file: &mut std::fs::File, mode: ProseMode, profile: &Path, report: &ExplainReport) -> anyhow::Result<()> {
+    let one_line = |t: &str| t.replace(['\t', '\n'], " ");
+    for r in sentence_rows(report) {
+        let writer = serde_json::to_value(r.writer)?.as_str().unwrap_or_default().to_string();
+        let kind = r.kind.map(|k| k.as_str()).unwrap_or("-");
+        let fields = [mode.as_str(), &profile.display().to_string(), &r.kernel, &r.category, &r.field, &writer, kind, &r.text];
+        writeln!(file, "{}", fields.map(one_line).join("\t"))?;
+    }
+    file.flush()?;
+    Ok(())
+}
+
+/// One prose mode's figures: times, kernels per minute, the model's findings and sentences (shown,
+/// re-asked, replaced), five samples, and the warm run.
+fn print_mode(mode: ProseMode, run: &ModeRun, load: &dyn Fn() -> String) {
+    let (reports, kernels, s1_all) = (&run.reports, run.kernels, &run.cold_stats);
+    let gen_s = (run.cold_s - run.load_s - run.parse_s).max(1e-9);
+    let c = s1_all.prose;
+    let written = c.shown + c.replaced;
+    let pct = |n: usize| if written > 0 { 100.0 * n as f64 / written as f64 } else { 0.0 };
+    println!();
+    println!("prose mode: {}", mode.as_str());
+    println!("model: {}", reports[0].model.as_ref().map(|m| format!("{} on {}", m.name, m.device)).unwrap_or_else(|| "none".into()));
+    println!("kernels explained:          {kernels}");
+    println!("model load:                 {:.2} s", run.load_s);
+    println!("time to first finding:      {:.2} s", run.first_finding_s.unwrap_or(0.0));
+    println!("cold run total:             {:.2} s", run.cold_s);
+    println!("kernels per minute (model): {:.2}", kernels as f64 * 60.0 / gen_s);
+    if s1_all.kernels_asked > 0 {
+        println!(
+            "seconds per kernel (model): {:.1} ({} kernels asked)",
+            s1_all.generate_s / s1_all.kernels_asked as f64,
+            s1_all.kernels_asked
+        );
+    }
+    println!(
+        "model findings shown / repaired / dropped: {} / {} / {}",
+        s1_all.llm_findings_shown, s1_all.llm_findings_repaired, s1_all.llm_findings_dropped
+    );
+    println!(
+        "model sentences shown / re-asked / replaced: {} / {} / {} (gate pass rate {:.1}%, first try {:.1}%)",
+        c.shown,
+        c.reasked,
+        c.replaced,
+        pct(c.shown),
+        pct(written.saturating_sub(c.reasked))
+    );
+    println!("share of model sentences shown: {:.1}% (target >= 80%)", pct(c.shown));
+    println!("shown with an ungrounded number: {} (target 0)", s1_all.shown_ungrounded);
+    println!("shown but flagged by the prose gate: {} (target 0)", s1_all.shown_gate_flagged);
+    let with_text = reports.iter().flat_map(|r| &r.kernels).filter(|k| k.prose.shown > 0).count();
+    println!("kernels with model text:    {with_text} of {kernels}");
+    let samples: Vec<(String, String)> = reports.iter().flat_map(|r| sentences_by(r, Writer::Model)).collect();
+    let chosen = reports.iter().map(|r| sentences_by(r, Writer::ModelChosen).len()).sum::<usize>();
+    println!("shown, by writer:           {} written by the model, {chosen} expert sentences the model chose or copied", samples.len());
+    println!("share shown in the model's own words: {:.1}%", pct(samples.len()));
+    print_kinds(reports);
+    print_refusals(reports);
+    // Five samples spread over the run.
+    let step = (samples.len() / 5).max(1);
+    for (c, s) in samples.iter().step_by(step).take(5) {
+        println!("  sample [{c}]: {s}");
+    }
+    println!(
+        "warm-cache run:             {:.3} s ({} of {kernels} kernels from the cache, model loaded: {})",
+        run.warm_s, run.from_cache, run.loaded_warm
+    );
+    println!("warm output identical:      {}", run.same);
+    println!("load average at end:        {}", load());
 }

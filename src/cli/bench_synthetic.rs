@@ -142,8 +142,7 @@ pub fn print_limit(k: &Value) {
 
 /// `keet bench llm --synthetic NAME`.
 pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
-    let name = a.name.as_str();
-    let spec = SyntheticSpec::parse(name)?;
+    let spec = SyntheticSpec::parse(a.name.as_str())?;
     if a.prompt_tokens == 0 || a.tokens == 0 {
         anyhow::bail!("--prompt-tokens and --tokens must be at least 1 (got {} and {})", a.prompt_tokens, a.tokens);
     }
@@ -159,8 +158,26 @@ pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
     }
     let threads = crate::llm::threads::configure(a.model.threads);
     let dev = device::parse_device(a.model.device_or_cpu())?;
-    let dev_name = device::device_name(&dev);
     let need = spec.memory_need(&dev, positions);
+    check_memory(&spec, &dev, &need)?;
+
+    let bw = copy_bandwidth(&dev, a.copy_bytes, threads)?;
+    let measured = measure(&spec, &dev, a, threads)?;
+    let mut keet = synthetic_json(&spec, &dev, a, threads, &need, &measured);
+    merge(&mut keet, &decode_limit(measured.weights, &bw, measured.decode_tok_s()));
+
+    if a.json {
+        println!("{}", json!({ "keet": keet }));
+        return Ok(0);
+    }
+    print_synthetic(&spec, &dev, a, threads, &measured, &keet);
+    Ok(0)
+}
+
+/// Fails, saying what to pick instead, when the model would not fit in the host's or the
+/// device's free memory.
+fn check_memory(spec: &SyntheticSpec, dev: &Device, need: &synthetic::MemoryNeed) -> anyhow::Result<()> {
+    let dev_name = device::device_name(dev);
     let fits = |what: &str, need_b: u64, free: Option<u64>, source: &str| -> anyhow::Result<()> {
         match free {
             Some(free) if need_b > free => anyhow::bail!(
@@ -169,7 +186,7 @@ pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
                  (e.g. tiny, {}-q4) or a device with more memory",
                 spec.name(),
                 spec.format.label(),
-                spec.dtype_on(&dev),
+                spec.dtype_on(dev),
                 gib(need_b),
                 gib(free),
                 spec.shape.name
@@ -179,12 +196,35 @@ pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
     };
     fits("host memory", need.host_bytes, device::host_available_bytes(), "MemAvailable / cgroup limit")?;
     if !dev.is_cpu() {
-        fits("GPU memory", need.device_bytes, device::free_bytes(&dev)?, "cuMemGetInfo free")?;
+        fits("GPU memory", need.device_bytes, device::free_bytes(dev)?, "cuMemGetInfo free")?;
     }
+    Ok(())
+}
 
-    let bw = copy_bandwidth(&dev, a.copy_bytes, threads)?;
+/// What one synthetic run measured.
+struct SyntheticMeasured {
+    implementation: &'static str,
+    load_s: f64,
+    prompt_tokens: usize,
+    prompt_s: f64,
+    decoded_tokens: usize,
+    decode_s: f64,
+    /// Whether the last logits are all finite (random weights can overflow).
+    logits_finite: bool,
+    weights: Option<WeightBytes>,
+}
+
+impl SyntheticMeasured {
+    fn decode_tok_s(&self) -> f64 {
+        self.decoded_tokens as f64 / self.decode_s
+    }
+}
+
+/// Builds the model, then times the prompt and `a.tokens` greedy decode steps; the model is
+/// dropped before returning.
+fn measure(spec: &SyntheticSpec, dev: &Device, a: &SyntheticRun, threads: usize) -> anyhow::Result<SyntheticMeasured> {
     let t0 = Instant::now();
-    let built = synthetic::build(&spec, &dev, a.seed, &LoadOptions::from_env(threads))
+    let built = synthetic::build(spec, dev, a.seed, &LoadOptions::from_env(threads))
         .with_context(|| format!("building synthetic model {}", spec.name()))?;
     let load_s = t0.elapsed().as_secs_f64();
     let mut model = built.model;
@@ -192,56 +232,73 @@ pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
 
     let t = Instant::now();
     let mut logits = model.forward(&ids, 0)?;
-    let pp_s = t.elapsed().as_secs_f64();
+    let prompt_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     for pos in ids.len()..ids.len() + a.tokens {
         let tok = logits.iter().enumerate().max_by(|x, y| x.1.total_cmp(y.1)).map(|(i, _)| i as u32).unwrap_or(0);
         logits = model.forward(&[tok], pos)?;
     }
-    let dec_s = t.elapsed().as_secs_f64();
-    let finite = logits.iter().all(|v| v.is_finite());
-    let decode_tok_s = a.tokens as f64 / dec_s;
+    let decode_s = t.elapsed().as_secs_f64();
+    let logits_finite = logits.iter().all(|v| v.is_finite());
     let weights = model.weight_bytes();
     drop(model);
+    Ok(SyntheticMeasured {
+        implementation: built.implementation,
+        load_s,
+        prompt_tokens: ids.len(),
+        prompt_s,
+        decoded_tokens: a.tokens,
+        decode_s,
+        logits_finite,
+        weights,
+    })
+}
 
-    let mut keet = json!({
-        "engine": format!("keet ({})", built.implementation),
+/// The run as `--json` prints it under `keet` (before the decode limit is merged in).
+fn synthetic_json(
+    spec: &SyntheticSpec,
+    dev: &Device,
+    a: &SyntheticRun,
+    threads: usize,
+    need: &synthetic::MemoryNeed,
+    m: &SyntheticMeasured,
+) -> Value {
+    json!({
+        "engine": format!("keet ({})", m.implementation),
         "model": format!("synthetic:{}", spec.name()),
         "synthetic": {
             "name": spec.name(),
             "shape": spec.shape,
             "format": spec.format.label(),
-            "dtype_on_device": spec.dtype_on(&dev),
+            "dtype_on_device": spec.dtype_on(dev),
             "seed": a.seed,
             "params_from_shape": spec.shape.param_count(),
             "memory_estimate": need,
         },
         "architecture": spec.shape.family,
-        "device": dev_name,
+        "device": device::device_name(dev),
         "threads": threads,
-        "load_s": r3(load_s),
-        "prompt_tokens": ids.len(),
-        "prompt_tok_s": r1(ids.len() as f64 / pp_s),
+        "load_s": r3(m.load_s),
+        "prompt_tokens": m.prompt_tokens,
+        "prompt_tok_s": r1(m.prompt_tokens as f64 / m.prompt_s),
         "gen_tokens": a.tokens,
-        "decode_tok_s": r1(decode_tok_s),
-        "logits_finite": finite,
+        "decode_tok_s": r1(m.decode_tok_s()),
+        "logits_finite": m.logits_finite,
         "peak_rss_mb": peak_rss_mb().map(r1),
-    });
-    merge(&mut keet, &decode_limit(weights, &bw, decode_tok_s));
+    })
+}
 
-    if a.json {
-        println!("{}", json!({ "keet": keet }));
-        return Ok(0);
-    }
+/// The table of one synthetic run.
+fn print_synthetic(spec: &SyntheticSpec, dev: &Device, a: &SyntheticRun, threads: usize, m: &SyntheticMeasured, keet: &Value) {
     println!(
         "model          synthetic {} ({}, {} weights as {}, {} implementation, {} threads, {}, seed {})",
         spec.name(),
         spec.shape.family,
         spec.format.label(),
-        spec.dtype_on(&dev),
-        built.implementation,
+        spec.dtype_on(dev),
+        m.implementation,
         threads,
-        dev_name,
+        device::device_name(dev),
         a.seed
     );
     let s = &spec.shape;
@@ -262,11 +319,10 @@ pub fn run(a: &SyntheticRun) -> anyhow::Result<i32> {
     row("decode tokens", &keet["gen_tokens"]);
     row("decode tok/s", &keet["decode_tok_s"]);
     row("peak RSS MiB", &keet["peak_rss_mb"]);
-    if let Some(w) = weights {
+    if let Some(w) = m.weights {
         println!("{:<26} {:>10.3}  ({} parameters as loaded)", "weights GB resident", w.resident_bytes as f64 / 1e9, w.params);
     }
-    print_limit(&keet);
-    Ok(0)
+    print_limit(keet);
 }
 
 #[cfg(test)]

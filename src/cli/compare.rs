@@ -128,8 +128,8 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
             eprintln!(
                 "regression: {} total time {} -> {} (+{}%, threshold {}%)",
                 r.name,
-                render::human_duration(r.before_ns),
-                render::human_duration(r.after_ns),
+                crate::format::duration(r.before_ns),
+                crate::format::duration(r.after_ns),
                 crate::rules::fmt_num(r.delta_pct),
                 crate::rules::fmt_num(p)
             );

@@ -221,15 +221,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         };
     }
     let t0 = Instant::now();
-    let mut formats = if a.sets { eval::sets::formats(&a.formats, &default_formats())? } else { a.formats.clone() };
-    if !a.sets {
-        eval::sets::refuse_set_formats(&formats)?;
-    }
-    formats.sort();
-    formats.dedup();
-    let mut seeds = a.seeds.clone();
-    seeds.dedup();
-    let opts = EvalOptions { top: a.top, seeds: seeds.clone(), jobs: a.jobs };
+    let formats = chosen_formats(&a)?;
+    let opts = EvalOptions { top: a.top, seeds: seeds(&a), jobs: a.jobs };
     let (mut set, twins) = match &a.twins {
         Some(path) => {
             let built = eval::twins::build(path, &opts)?;
@@ -238,34 +231,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         None if a.sets => (eval::sets::build(&a.paths, &opts)?, None),
         None => (eval::build(&a.paths, &opts)?, None),
     };
-    // The placebo is as long as the context in the answering model's tokens.
-    match super::token_counter(a.model.model.as_deref()) {
-        Ok(count) => {
-            eval::add_generic(&mut set, count.as_ref());
-            let tokens: usize = set.contexts.iter().map(|c| count(&c.context)).sum();
-            eprintln!(
-                "keet eval: {} contexts, {tokens} tokens of keet's context format in all ({} per context)",
-                set.contexts.len(),
-                tokens / set.contexts.len().max(1)
-            );
-        }
-        Err(e) => eprintln!("note: the generic format is sized by an estimate of the tokens ({e:#})"),
-    }
-    for e in &set.errors {
-        eprintln!("error: {}", e.message);
-    }
-    for p in &set.without_questions {
-        if a.sets {
-            eprintln!("note: {}: in no set that gave a question", p.display());
-        } else {
-            eprintln!("note: {}: no question (its metrics answer none of keet eval's question kinds clearly)", p.display());
-        }
-    }
-    if a.sets {
-        if let Ok(count) = super::token_counter(a.model.model.as_deref()) {
-            eprintln!("keet eval --sets: {}", eval::sets::context_tokens(&set, &formats, count.as_ref()));
-        }
-    }
+    add_placebo(&a, &mut set);
+    print_set_notes(&a, &set, &formats);
     if set.questions.is_empty() {
         eprintln!("error: no questions: the inputs' metrics answer none of keet eval's question kinds clearly (they need the SpeedOfLight, Occupancy, LaunchStats, WarpStateStats or MemoryWorkloadAnalysis sections)");
         if let Some(p) = &a.questions_out {
@@ -274,15 +241,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         return Ok(2);
     }
     if a.no_llm {
-        let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
-        let rows = eval::causes::states(&set.questions, &context_of);
-        let title = "How keet's context states each question's key (expert/eval.toml [statements]):";
-        eprint!("{}", render::render("eval-states.txt", &serde_json::json!({ "rows": rows, "title": title }))?);
-        if let Some(p) = &a.questions_out {
-            super::write_output(Some(p), &eval::jsonl(&set))?;
-            eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
-        }
-        return Ok(if set.errors.is_empty() { 0 } else { 2 });
+        return questions_only(&a, &set);
     }
     let mut all_formats: Vec<Format> = formats.iter().map(|c| Format::Keet(*c)).collect();
     for (name, path) in &a.peer_contexts {
@@ -297,20 +256,108 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
             None => explain_first(&a, &mut set, &opts, &engine_opts, t0)?,
         }
     }
-    if let Some(p) = &a.questions_out {
-        super::write_output(Some(p), &eval::jsonl(&set))?;
-        eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
-    }
+    write_questions(&a, &set)?;
     let mut engine =
         Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
     let run = answer_all(&set, &mut engine, &all_formats, a.rotations)?;
+    let mut report = score_run(&a, &set, run, &all_formats, &formats, &engine, t0);
+    report.edits = edits;
+    render_report(&a, &report)?;
+    Ok(if set.errors.is_empty() { 0 } else { 2 })
+}
+
+/// The seeds asked for, each run of equal seeds once.
+fn seeds(a: &EvalArgs) -> Vec<u64> {
+    let mut seeds = a.seeds.clone();
+    seeds.dedup();
+    seeds
+}
+
+/// The formats asked for, sorted and each once (`--sets` has its own defaults and formats).
+fn chosen_formats(a: &EvalArgs) -> anyhow::Result<Vec<Condition>> {
+    let mut formats = if a.sets { eval::sets::formats(&a.formats, &default_formats())? } else { a.formats.clone() };
+    if !a.sets {
+        eval::sets::refuse_set_formats(&formats)?;
+    }
+    formats.sort();
+    formats.dedup();
+    Ok(formats)
+}
+
+/// Adds the placebo (generic) format, as long as the context in the answering model's tokens.
+fn add_placebo(a: &EvalArgs, set: &mut eval::EvalSet) {
+    match super::token_counter(a.model.model.as_deref()) {
+        Ok(count) => {
+            eval::add_generic(set, count.as_ref());
+            let tokens: usize = set.contexts.iter().map(|c| count(&c.context)).sum();
+            eprintln!(
+                "keet eval: {} contexts, {tokens} tokens of keet's context format in all ({} per context)",
+                set.contexts.len(),
+                tokens / set.contexts.len().max(1)
+            );
+        }
+        Err(e) => eprintln!("note: the generic format is sized by an estimate of the tokens ({e:#})"),
+    }
+}
+
+/// The set's errors, the profiles that gave no question, and with `--sets` the context sizes.
+fn print_set_notes(a: &EvalArgs, set: &eval::EvalSet, formats: &[Condition]) {
+    for e in &set.errors {
+        eprintln!("error: {}", e.message);
+    }
+    for p in &set.without_questions {
+        if a.sets {
+            eprintln!("note: {}: in no set that gave a question", p.display());
+        } else {
+            eprintln!("note: {}: no question (its metrics answer none of keet eval's question kinds clearly)", p.display());
+        }
+    }
+    if a.sets {
+        if let Ok(count) = super::token_counter(a.model.model.as_deref()) {
+            eprintln!("keet eval --sets: {}", eval::sets::context_tokens(set, formats, count.as_ref()));
+        }
+    }
+}
+
+/// `--no-llm`: how keet's context states each question's key, and the questions with
+/// `--questions-out`.
+fn questions_only(a: &EvalArgs, set: &eval::EvalSet) -> anyhow::Result<i32> {
+    let context_of = |q: &eval::Question| set.contexts[q.context].context.clone();
+    let rows = eval::causes::states(&set.questions, &context_of);
+    let title = "How keet's context states each question's key (expert/eval.toml [statements]):";
+    eprint!("{}", render::render("eval-states.txt", &serde_json::json!({ "rows": rows, "title": title }))?);
+    write_questions(a, set)?;
+    Ok(if set.errors.is_empty() { 0 } else { 2 })
+}
+
+/// `--questions-out FILE`: the questions as JSONL.
+fn write_questions(a: &EvalArgs, set: &eval::EvalSet) -> anyhow::Result<()> {
+    if let Some(p) = &a.questions_out {
+        super::write_output(Some(p), &eval::jsonl(set))?;
+        eprintln!("wrote {} questions to {}", set.questions.len(), p.display());
+    }
+    Ok(())
+}
+
+/// Scores the answers: per format, with the run's model, cost and time, and either the sets
+/// scored against the profiles or how the context states each key (and, for the context format,
+/// why answers were wrong).
+fn score_run(
+    a: &EvalArgs,
+    set: &eval::EvalSet,
+    run: answer::AnswerRun,
+    all_formats: &[Format],
+    formats: &[Condition],
+    engine: &Engine,
+    t0: Instant,
+) -> score::EvalReport {
     let model = EvalModel { name: engine.info.name.clone(), device: engine.info.device.clone() };
     let keys: Vec<score::Key> = set.questions.iter().map(score::Key::from).collect();
     let format_names: Vec<String> = all_formats.iter().map(|f| f.name().to_string()).collect();
     let meta = score::ReportMeta {
         model: Some(model),
         answers_file: None,
-        seeds,
+        seeds: seeds(a),
         files: set.files.clone(),
         profiles_without_questions: set.without_questions.clone(),
         rotations: a.rotations,
@@ -320,7 +367,6 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
         errors: set.errors.clone(),
     };
     let mut report = score::report(&keys, run.answers, &format_names, meta);
-    report.edits = edits;
     if a.sets {
         report.set_vs_profiles = eval::set_score::against_profiles(&keys, &report.answers, &format_names, a.rotations);
     } else {
@@ -330,6 +376,5 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
             report.wrong_answer_causes = eval::causes::tally(&set.questions, &report.answers, Condition::Context.name(), &context_of);
         }
     }
-    render_report(&a, &report)?;
-    Ok(if set.errors.is_empty() { 0 } else { 2 })
+    report
 }

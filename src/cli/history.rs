@@ -190,7 +190,7 @@ pub fn mark_cached(report: &mut serde_json::Value, id: i64) {
 /// ([`crate::render::explain_view::template_context_from_json`], the one `keet explain` uses).
 pub fn render_stored(template: &str, report: &serde_json::Value) -> anyhow::Result<String> {
     let ctx = crate::render::explain_view::template_context_from_json(report);
-    let mut out = crate::render::explain_view::environment()
+    let mut out = crate::templating::report_environment()
         .get_template(template)
         .and_then(|t| t.render(minijinja::Value::from_serialize(ctx)))
         .map_err(|source| crate::render::RenderError::Template { name: template.into(), source })

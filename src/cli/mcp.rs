@@ -508,8 +508,8 @@ impl KeetServer {
                     head.push_str(&format!(
                         "regression: {} total time {} -> {} (+{}%, threshold {}%)\n",
                         r.name,
-                        render::human_duration(r.before_ns),
-                        render::human_duration(r.after_ns),
+                        crate::format::duration(r.before_ns),
+                        crate::format::duration(r.after_ns),
                         crate::rules::fmt_num(r.delta_pct),
                         crate::rules::fmt_num(pct)
                     ));

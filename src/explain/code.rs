@@ -407,10 +407,7 @@ fn question(
 }
 
 fn env() -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
-    env
+    crate::templating::prompt_environment()
 }
 
 /// The schema of the answer: the construct one of the code's identifiers, the explanation grounded

@@ -24,10 +24,7 @@ pub fn templates_sha256() -> String {
 }
 
 fn env() -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
-    env
+    crate::templating::prompt_environment()
 }
 
 /// The system prompt; `mode` is the prose mode (`free`, `guided`, `choose`): the latter two carry a

@@ -158,28 +158,14 @@ pub fn findings_schema_with(
         if cites.is_empty() {
             continue;
         }
-        let items: Vec<Value> = cites
-            .iter()
-            .map(|c| {
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "metric": { "const": c.metric },
-                        "value": { "const": c.value },
-                        "unit": { "const": c.unit },
-                    },
-                    "required": ["metric", "value", "unit"],
-                    "additionalProperties": false
-                })
-            })
-            .collect();
+        let items: Vec<Value> = cites.iter().map(|c| citation_schema(c, None)).collect();
         alternatives.push(json!({
             "type": "object",
             "properties": {
                 "category": { "const": r.category.as_str() },
                 "severity": { "const": serde_json::to_value(r.severity).expect("severity serialises") },
                 "claim": text_of(r.category, TextField::Claim),
-                "evidence": { "type": "array", "items": { "anyOf": items }, "minItems": 1, "maxItems": MAX_CITATIONS.min(cites.len()) },
+                "evidence": evidence_schema(items),
                 "explanation": text_of(r.category, TextField::Explanation),
                 "suggestions": { "type": "array", "items": text_of(r.category, TextField::Suggestion), "minItems": 1, "maxItems": MAX_SUGGESTIONS },
             },
@@ -205,22 +191,48 @@ pub fn findings_schema_with(
 /// bounded string as its own token, plus the JSON structure and the longest citation per item.
 pub fn token_budget(schema: &Value) -> usize {
     let max_findings = schema["properties"]["findings"]["maxItems"].as_u64().unwrap_or(1) as usize;
-    let longest_citation = schema["properties"]["findings"]["items"]["anyOf"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|alt| alt["properties"]["evidence"]["items"]["anyOf"].as_array().cloned().unwrap_or_default())
-        .map(|c| c.to_string().len())
-        .max()
-        .unwrap_or(64);
+    let alternatives = schema["properties"]["findings"]["items"]["anyOf"].as_array().into_iter().flatten();
+    let longest = longest_citation(alternatives.map(|alt| &alt["properties"]["evidence"]));
     // A paragraph explanation and longer suggestions under the grounded grammar; the budget only
     // stops a runaway (generation ends when the grammar completes).
-    let per_finding = 2 * CLAIM_MAX_CHARS
-        + EXPLANATION_MAX_SENTENCES * EXPLANATION_MAX_CHARS
-        + MAX_SUGGESTIONS * 2 * SUGGESTION_MAX_CHARS
-        + MAX_CITATIONS * longest_citation
-        + 120;
-    16 + max_findings * per_finding
+    let text_chars = 2 * CLAIM_MAX_CHARS + EXPLANATION_MAX_SENTENCES * EXPLANATION_MAX_CHARS + MAX_SUGGESTIONS * 2 * SUGGESTION_MAX_CHARS;
+    16 + max_findings * (text_and_citation_tokens(text_chars, longest) + 120)
+}
+
+/// The schema of one citation: `cite`'s metric, value and unit as constants, and `side` (compare's
+/// `before` / `after`) after the metric when given.
+pub fn citation_schema(cite: &Citable, side: Option<Value>) -> Value {
+    let mut properties = json!({
+        "metric": { "const": cite.metric },
+        "value": { "const": cite.value },
+        "unit": { "const": cite.unit },
+    });
+    let mut required = vec!["metric", "value", "unit"];
+    if let Some(side) = side {
+        properties["side"] = json!({ "const": side });
+        required.insert(1, "side");
+    }
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
+}
+
+/// An answer's evidence: one to [`MAX_CITATIONS`] of the given citation schemas (at most as many
+/// as there are).
+pub fn evidence_schema(citations: Vec<Value>) -> Value {
+    let max_items = MAX_CITATIONS.min(citations.len().max(1));
+    json!({ "type": "array", "items": { "anyOf": citations }, "minItems": 1, "maxItems": max_items })
+}
+
+/// The longest citation (characters of its JSON) the given evidence schemas admit; 64 when they
+/// admit none.
+pub fn longest_citation<'a>(evidence: impl IntoIterator<Item = &'a Value>) -> usize {
+    evidence.into_iter().flat_map(|e| e["items"]["anyOf"].as_array().into_iter().flatten()).map(|c| c.to_string().len()).max().unwrap_or(64)
+}
+
+/// Tokens for `text_chars` characters of bounded text and [`MAX_CITATIONS`] citations of
+/// `longest_citation` characters, every character a token (the JSON structure around them is the
+/// caller's to add).
+pub fn text_and_citation_tokens(text_chars: usize, longest_citation: usize) -> usize {
+    text_chars + MAX_CITATIONS * longest_citation
 }
 
 #[cfg(test)]

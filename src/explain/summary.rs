@@ -215,8 +215,7 @@ fn schema(grounding: &Grounding) -> serde_json::Value {
 
 /// The user message asking for the summary.
 pub fn question(facts: &SummaryFacts) -> Result<String, minijinja::Error> {
-    let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
+    let env = crate::templating::prompt_environment();
     env.render_str(SUMMARY, json!({ "facts": facts.facts }))
 }
 

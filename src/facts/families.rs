@@ -172,93 +172,116 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
     f.global_load_sectors = r.spec("global_load_sectors");
     f.global_store_sectors = r.spec("global_store_sectors");
 
-    let ratio = |key, label, num: &[&str], den: &[&str], bytes: bool| -> Option<Fact> {
-        let (n, en) = r.num(num)?;
-        let (d, ed) = r.num(den)?;
-        if d <= 0.0 || n <= 0.0 {
-            return None;
-        }
-        let sectors = if bytes { n / 32.0 } else { n };
-        derived(key, label, "sector/request", sectors / d, vec![en, ed])
-    };
-    const LD_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"];
-    const ST_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"];
     let (ld, st) = ("global_load_sectors_per_request", "global_store_sectors_per_request");
-    f.global_load_sectors_per_request =
-        ratio(ld, "Sectors per global load request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], LD_REQ, false)
-            .or_else(|| {
-                r.fact(
-                    ld,
-                    "Sectors per global load request",
-                    "sector/request",
-                    &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"],
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    ld,
-                    "Sectors per global load request (L2-side sectors: lts__t_sectors_srcunit_tex_op_read)",
-                    &["lts__t_sectors_srcunit_tex_op_read.sum"],
-                    LD_REQ,
-                    false,
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    ld,
-                    "Sectors per global load request (xbar sectors: l1tex__m_xbar2l1tex_read_sectors)",
-                    &["l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_xbar2l1tex_read_sectors_mem_global_op_ld.sum"],
-                    LD_REQ,
-                    false,
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    ld,
-                    "Sectors per global load request (xbar bytes / 32: l1tex__m_xbar2l1tex_read_bytes)",
-                    &["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_ld.sum"],
-                    LD_REQ,
-                    true,
-                )
-            });
-    f.global_store_sectors_per_request =
-        ratio(st, "Sectors per global store request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], ST_REQ, false)
-            .or_else(|| {
-                r.fact(
-                    st,
-                    "Sectors per global store request",
-                    "sector/request",
-                    &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"],
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    st,
-                    "Sectors per global store request (L2-side sectors: lts__t_sectors_srcunit_tex_op_write)",
-                    &["lts__t_sectors_srcunit_tex_op_write.sum"],
-                    ST_REQ,
-                    false,
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    st,
-                    "Sectors per global store request (xbar sectors: l1tex__m_l1tex2xbar_write_sectors)",
-                    &["l1tex__m_l1tex2xbar_write_sectors.sum", "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_st.sum"],
-                    ST_REQ,
-                    false,
-                )
-            })
-            .or_else(|| {
-                ratio(
-                    st,
-                    "Sectors per global store request (xbar bytes / 32: l1tex__m_l1tex2xbar_write_bytes)",
-                    &["l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes_mem_global_op_st.sum"],
-                    ST_REQ,
-                    true,
-                )
-            });
+    f.global_load_sectors_per_request = load_sectors_per_request(r, ld);
+    f.global_store_sectors_per_request = store_sectors_per_request(r, st);
+    excessive_sectors(r, f);
+}
 
+/// L1's global load and store request counts, the denominators of sectors per request.
+const LD_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"];
+const ST_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"];
+
+/// Sectors over requests as a sectors-per-request fact, when both counts are present and
+/// positive; `bytes`: the numerator counts bytes (32 to a sector).
+fn sector_ratio(r: &Reader, key: &'static str, label: &'static str, num: &[&str], den: &[&str], bytes: bool) -> Option<Fact> {
+    let (n, en) = r.num(num)?;
+    let (d, ed) = r.num(den)?;
+    if d <= 0.0 || n <= 0.0 {
+        return None;
+    }
+    let sectors = if bytes { n / 32.0 } else { n };
+    derived(key, label, "sector/request", sectors / d, vec![en, ed])
+}
+
+/// Sectors per global load request (fact key `ld`), from the first source present (see [`access_pattern`]).
+fn load_sectors_per_request(r: &Reader, ld: &'static str) -> Option<Fact> {
+    sector_ratio(r, ld, "Sectors per global load request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], LD_REQ, false)
+        .or_else(|| {
+            r.fact(
+                ld,
+                "Sectors per global load request",
+                "sector/request",
+                &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"],
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                ld,
+                "Sectors per global load request (L2-side sectors: lts__t_sectors_srcunit_tex_op_read)",
+                &["lts__t_sectors_srcunit_tex_op_read.sum"],
+                LD_REQ,
+                false,
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                ld,
+                "Sectors per global load request (xbar sectors: l1tex__m_xbar2l1tex_read_sectors)",
+                &["l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_xbar2l1tex_read_sectors_mem_global_op_ld.sum"],
+                LD_REQ,
+                false,
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                ld,
+                "Sectors per global load request (xbar bytes / 32: l1tex__m_xbar2l1tex_read_bytes)",
+                &["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_ld.sum"],
+                LD_REQ,
+                true,
+            )
+        })
+}
+
+/// Sectors per global store request (fact key `st`), from the first source present (see [`access_pattern`]).
+fn store_sectors_per_request(r: &Reader, st: &'static str) -> Option<Fact> {
+    sector_ratio(r, st, "Sectors per global store request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], ST_REQ, false)
+        .or_else(|| {
+            r.fact(
+                st,
+                "Sectors per global store request",
+                "sector/request",
+                &["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"],
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                st,
+                "Sectors per global store request (L2-side sectors: lts__t_sectors_srcunit_tex_op_write)",
+                &["lts__t_sectors_srcunit_tex_op_write.sum"],
+                ST_REQ,
+                false,
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                st,
+                "Sectors per global store request (xbar sectors: l1tex__m_l1tex2xbar_write_sectors)",
+                &["l1tex__m_l1tex2xbar_write_sectors.sum", "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_st.sum"],
+                ST_REQ,
+                false,
+            )
+        })
+        .or_else(|| {
+            sector_ratio(
+                r,
+                st,
+                "Sectors per global store request (xbar bytes / 32: l1tex__m_l1tex2xbar_write_bytes)",
+                &["l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes_mem_global_op_st.sum"],
+                ST_REQ,
+                true,
+            )
+        })
+}
+
+/// Excessive global sectors: the share of the L2's theoretical global sectors beyond the ideal.
+fn excessive_sectors(r: &Reader, f: &mut Facts) {
     if let (Some((ex, e1)), Some((tot, e2))) =
         (r.num(&["derived__memory_l2_theoretical_sectors_global_excessive"]), r.num(&["memory_l2_theoretical_sectors_global"]))
     {

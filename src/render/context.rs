@@ -8,10 +8,10 @@
 //! change for compare), then the last kernel's detail, and a note says what was left out. The
 //! result never exceeds the budget; a budget too small for the one-line header is an error.
 
-use super::explain_view::environment;
 use super::RenderError;
 use crate::compare::CompareReport;
 use crate::explain::report::ExplainReport;
+use crate::templating::report_environment;
 use serde_json::{json, Value};
 
 /// A token budget and the tokenizer that counts against it.
@@ -117,7 +117,7 @@ fn evidence_lines(k: &crate::explain::report::KernelExplanation) -> Vec<String> 
         for e in &f.finding.evidence {
             if seen.insert(e.metric.clone()) {
                 let unit = if e.unit.is_empty() { String::new() } else { format!(" {}", e.unit) };
-                out.push(format!("`{}` = {}{unit}", super::explain_view::md_code(&e.metric), crate::rules::fmt_num(e.value)));
+                out.push(format!("`{}` = {}{unit}", crate::format::md_code(&e.metric), crate::format::number(e.value)));
             }
         }
     }
@@ -146,7 +146,7 @@ fn units_line(f: &crate::facts::Facts) -> String {
 /// "limited by the registers each thread uses: achieved 60% of a theoretical 75%" (empty when the
 /// profile has no occupancy).
 fn occupancy_line(f: &crate::facts::Facts) -> String {
-    use crate::rules::fmt_num;
+    use crate::format::number as fmt_num;
     // At a theoretical 100% nothing limits: the smallest limit is only the first of several ties.
     let below_max = f.theoretical_occupancy_pct.as_ref().is_some_and(|t| t.value < 99.5);
     let limiter =
@@ -162,7 +162,7 @@ fn occupancy_line(f: &crate::facts::Facts) -> String {
 /// for a larger grid how many full waves it runs: how the grid fills the GPU (empty when neither
 /// the grid nor the waves are known).
 fn grid_line(f: &crate::facts::Facts) -> String {
-    use crate::rules::fmt_num;
+    use crate::format::number as fmt_num;
     let mut parts = Vec::new();
     let short = match (&f.grid_blocks, &f.sm_count) {
         (Some(b), Some(s)) if b.value < s.value => {
@@ -250,7 +250,7 @@ fn access_line(f: &crate::facts::Facts) -> String {
 /// "long_scoreboard 12.3 (45%), barrier 4.1 (15%)": the top stall reasons in cycles per issued
 /// instruction and their share (empty without the WarpStateStats section).
 fn stalls_line(f: &crate::facts::Facts) -> String {
-    let fmt = crate::rules::fmt_num;
+    let fmt = crate::format::number;
     f.stalls
         .iter()
         .map(|s| {
@@ -290,7 +290,7 @@ fn changes(k: &crate::explain::report::KernelExplanation) -> Vec<String> {
 }
 
 fn render(name: &str, ctx: Value) -> Result<String, RenderError> {
-    let env = environment();
+    let env = report_environment();
     let tmpl = env.get_template(name).map_err(|source| RenderError::Template { name: name.into(), source })?;
     let mut out =
         tmpl.render(minijinja::Value::from_serialize(&ctx)).map_err(|source| RenderError::Template { name: name.into(), source })?;

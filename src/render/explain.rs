@@ -8,9 +8,8 @@ use super::{Format, RenderError};
 use crate::explain::report::ExplainReport;
 use minijinja::{context, Value};
 
-// The template environment, filters and context live one layer down (shared with `--format
-// context` and `keet show`); these names stay reachable here.
-pub use super::explain_view::{environment, md_cell, md_code, origin_label, template_context, wrap};
+// The template context lives one layer down (shared with `--format context` and `keet show`).
+pub use super::explain_view::template_context;
 
 /// Renders the report in `format`.
 pub fn render_explain(report: &ExplainReport, format: Format) -> Result<String, RenderError> {
@@ -31,7 +30,7 @@ pub fn render_explain(report: &ExplainReport, format: Format) -> Result<String, 
     } else {
         base
     };
-    let env = environment();
+    let env = crate::templating::report_environment();
     let tmpl = env.get_template(name).map_err(|source| RenderError::Template { name: name.into(), source })?;
     let mut out = tmpl.render(ctx).map_err(|source| RenderError::Template { name: name.into(), source })?;
     if !out.ends_with('\n') {

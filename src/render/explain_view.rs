@@ -1,77 +1,15 @@
 //! The explain report as its templates see it, shared by every rendering of it (text, Markdown,
 //! HTML, `--format context`, and `keet show`, which has only the stored JSON): the template
-//! environment with the explain filters, and the template context built from the report's JSON
-//! (`keet.explain/2`) plus the facts in [`crate::facts::Facts::all`] order.
+//! context built from the report's JSON (`keet.explain/2`) plus the facts in
+//! [`crate::facts::Facts::all`] order. The templates and their filters are
+//! [`crate::templating::report_environment`].
 //!
 //! Lower than [`super::explain`] and [`super::context`], which both use it and not each other's
 //! internals.
 
 use super::roofline::Chart;
 use crate::explain::report::ExplainReport;
-use minijinja::Environment;
 use serde_json::{json, Value};
-
-/// keet's template environment plus the filters only the explain templates use: `wrap(width,
-/// indent)` (word-wrap, continuation lines indented), `mdcell` (text safe inside a Markdown table
-/// cell), `mdcode` (text for a code span, also inside a table cell), `si` (SI-prefixed number), `origin` (the finding origin marker: `rules`, `model`,
-/// `model, repaired`), `pctw` (a percentage clamped to 0..100 for bar widths).
-pub fn environment() -> Environment<'static> {
-    let mut env = super::environment();
-    env.add_filter("wrap", |s: String, width: usize, indent: usize| wrap(&s, width, indent));
-    env.add_filter("mdcell", |s: String| md_cell(&s));
-    env.add_filter("mdcode", |s: String| md_code(&s));
-    env.add_filter("si", |x: f64| super::roofline::si(x));
-    env.add_filter("origin", |s: String| origin_label(&s).to_string());
-    env.add_filter("pctw", |x: f64| if x.is_finite() { format!("{:.2}", x.clamp(0.0, 100.0)) } else { "0".into() });
-    env
-}
-
-/// The text shown for a finding's origin.
-pub fn origin_label(origin: &str) -> &str {
-    match origin {
-        "llm" => "model",
-        "llm-repaired" => "model, repaired",
-        "rules" => "rules",
-        other => other,
-    }
-}
-
-/// Word-wraps `s` to `width` columns; lines after the first start with `indent` spaces.
-pub fn wrap(s: &str, width: usize, indent: usize) -> String {
-    let pad = " ".repeat(indent);
-    let mut out = String::new();
-    let mut col = 0usize;
-    let mut first_line = true;
-    for word in s.split_whitespace() {
-        let len = word.chars().count();
-        let limit = if first_line { width } else { width.saturating_sub(indent) };
-        if col > 0 && col + 1 + len > limit {
-            out.push('\n');
-            out.push_str(&pad);
-            col = 0;
-            first_line = false;
-        }
-        if col > 0 {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(word);
-        col += len;
-    }
-    out
-}
-
-/// Text for a Markdown table cell: no line breaks, pipes and HTML-significant characters escaped.
-pub fn md_cell(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    s.replace('\\', "\\\\").replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// Text for a Markdown code span (in a table cell too): one line, pipes escaped, backticks replaced.
-pub fn md_code(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    s.replace('`', "'").replace('|', "\\|")
-}
 
 /// The report as JSON plus what the templates need beside it: kernels in rank order, each with
 /// `facts_list` (every fact of the representative launch, in [`crate::facts::Facts::all`] order)
@@ -196,33 +134,4 @@ pub fn facts_list(facts: &Value) -> Vec<Value> {
     }
     walk(facts, &mut out);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use minijinja::context;
-
-    #[test]
-    fn wrapping() {
-        assert_eq!(wrap("aa bb cc dd", 5, 2), "aa bb\n  cc\n  dd");
-        assert_eq!(wrap("  one  ", 10, 4), "one");
-        assert_eq!(wrap("", 10, 4), "");
-    }
-
-    #[test]
-    fn markdown_cells() {
-        assert_eq!(md_cell("a|b <T>\nc"), "a\\|b &lt;T&gt; c");
-        assert_eq!(md_code("f<`a`|b>"), "f<'a'\\|b>");
-    }
-
-    #[test]
-    fn explain_templates_compile_and_html_autoescapes() {
-        let env = environment();
-        for n in ["explain.txt", "explain.md", "explain.html"] {
-            env.get_template(n).unwrap();
-        }
-        let t = env.template_from_named_str("x.html", "{{ s }}").unwrap();
-        assert_eq!(t.render(context! { s => "<&>" }).unwrap(), "&lt;&amp;&gt;");
-    }
 }

@@ -7,6 +7,7 @@
 //! dot per kernel with a positive arithmetic intensity and achieved FLOP/s, labelled with its rank.
 
 use crate::explain::report::ExplainReport;
+use crate::format::si;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -139,17 +140,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// 6.2e13 -> "62 T"; 4.77e12 -> "4.77 T"; 0.5 -> "0.5".
-pub fn si(x: f64) -> String {
-    const P: [(f64, &str); 6] = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
-    for (scale, p) in P {
-        if x.abs() >= scale {
-            return format!("{} {p}", crate::rules::fmt_num(x / scale));
-        }
-    }
-    crate::rules::fmt_num(x)
-}
-
 /// Decade tick label for the intensity axis.
 fn decade_label(k: i32) -> String {
     match k {
@@ -168,32 +158,7 @@ const PLOT_T: f64 = 16.0;
 const PLOT_B: f64 = 396.0;
 
 fn draw(c: &Chart) -> String {
-    // Axis ranges in decades, covering every point, every roof's ridge and peak.
-    let mut xs: Vec<f64> = c.points.iter().map(|p| p.arithmetic_intensity).collect();
-    xs.extend(c.roofs.iter().map(|r| r.ridge));
-    let mut ys: Vec<f64> = c.points.iter().map(|p| p.achieved_flop_per_s).collect();
-    ys.extend(c.roofs.iter().map(|r| r.peak_flop_per_s));
-    let lg = |v: f64| v.log10();
-    let min_x = xs.iter().copied().map(lg).fold(f64::INFINITY, f64::min);
-    let max_x = xs.iter().copied().map(lg).fold(f64::NEG_INFINITY, f64::max);
-    let min_y = ys.iter().copied().map(lg).fold(f64::INFINITY, f64::min);
-    let max_y = ys.iter().copied().map(lg).fold(f64::NEG_INFINITY, f64::max);
-    let mut x_lo = (min_x.floor() as i32) - 1;
-    let x_hi = (max_x.ceil() as i32 + 1).max(x_lo + 4);
-    // Some headroom above the highest roof for its label.
-    let y_hi = (max_y + 0.15).ceil() as i32;
-    let mut y_lo = (min_y.floor() as i32).min(y_hi - 3);
-    // At most 12 decades on either axis, anchored at the top right where the roofs are.
-    if x_hi - x_lo > 12 {
-        x_lo = x_hi - 12;
-    }
-    if y_hi - y_lo > 12 {
-        y_lo = y_hi - 12;
-    }
-    let (xl, xh, yl, yh) = (x_lo as f64, x_hi as f64, y_lo as f64, y_hi as f64);
-    let px = |ai: f64| PLOT_L + (ai.log10() - xl) / (xh - xl) * (PLOT_R - PLOT_L);
-    let py = |f: f64| PLOT_B - (f.log10() - yl) / (yh - yl) * (PLOT_B - PLOT_T);
-
+    let axes = Axes::covering(c);
     let legend_rows = c.roofs.len();
     let h = PLOT_B + 58.0 + 18.0 * legend_rows as f64;
     let mut s = String::new();
@@ -202,9 +167,66 @@ fn draw(c: &Chart) -> String {
         r#"<svg class="roofline" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-labelledby="roofline-title"><title id="roofline-title">Roofline: arithmetic intensity (FLOP/byte) against achieved FLOP/s, log-log</title>"#
     );
     s.push_str(r##"<rect x="0" y="0" width="100%" height="100%" fill="#fff"/>"##);
-    // Grid and ticks.
-    for k in x_lo..=x_hi {
-        let x = px(10f64.powi(k));
+    draw_grid(&mut s, &axes);
+    draw_roofs(&mut s, c, &axes);
+    draw_points(&mut s, c, &axes);
+    draw_legend(&mut s, c);
+    s.push_str("</svg>");
+    s
+}
+
+/// The plot's axis ranges in decades of arithmetic intensity (x) and FLOP/s (y).
+struct Axes {
+    x_lo: i32,
+    x_hi: i32,
+    y_lo: i32,
+    y_hi: i32,
+}
+
+impl Axes {
+    /// Ranges covering every point, every roof's ridge and peak.
+    fn covering(c: &Chart) -> Axes {
+        let mut xs: Vec<f64> = c.points.iter().map(|p| p.arithmetic_intensity).collect();
+        xs.extend(c.roofs.iter().map(|r| r.ridge));
+        let mut ys: Vec<f64> = c.points.iter().map(|p| p.achieved_flop_per_s).collect();
+        ys.extend(c.roofs.iter().map(|r| r.peak_flop_per_s));
+        let lg = |v: f64| v.log10();
+        let min_x = xs.iter().copied().map(lg).fold(f64::INFINITY, f64::min);
+        let max_x = xs.iter().copied().map(lg).fold(f64::NEG_INFINITY, f64::max);
+        let min_y = ys.iter().copied().map(lg).fold(f64::INFINITY, f64::min);
+        let max_y = ys.iter().copied().map(lg).fold(f64::NEG_INFINITY, f64::max);
+        let mut x_lo = (min_x.floor() as i32) - 1;
+        let x_hi = (max_x.ceil() as i32 + 1).max(x_lo + 4);
+        // Some headroom above the highest roof for its label.
+        let y_hi = (max_y + 0.15).ceil() as i32;
+        let mut y_lo = (min_y.floor() as i32).min(y_hi - 3);
+        // At most 12 decades on either axis, anchored at the top right where the roofs are.
+        if x_hi - x_lo > 12 {
+            x_lo = x_hi - 12;
+        }
+        if y_hi - y_lo > 12 {
+            y_lo = y_hi - 12;
+        }
+        Axes { x_lo, x_hi, y_lo, y_hi }
+    }
+
+    /// The x pixel of an arithmetic intensity (FLOP/byte).
+    fn px(&self, ai: f64) -> f64 {
+        let (xl, xh) = (self.x_lo as f64, self.x_hi as f64);
+        PLOT_L + (ai.log10() - xl) / (xh - xl) * (PLOT_R - PLOT_L)
+    }
+
+    /// The y pixel of a FLOP/s.
+    fn py(&self, flop_per_s: f64) -> f64 {
+        let (yl, yh) = (self.y_lo as f64, self.y_hi as f64);
+        PLOT_B - (flop_per_s.log10() - yl) / (yh - yl) * (PLOT_B - PLOT_T)
+    }
+}
+
+/// Grid lines and decade ticks, the plot frame and the axis titles.
+fn draw_grid(s: &mut String, axes: &Axes) {
+    for k in axes.x_lo..=axes.x_hi {
+        let x = axes.px(10f64.powi(k));
         let _ = write!(s, r##"<line x1="{x:.1}" y1="{PLOT_T}" x2="{x:.1}" y2="{PLOT_B}" stroke="#e3e3e3"/>"##);
         let _ = write!(
             s,
@@ -213,8 +235,8 @@ fn draw(c: &Chart) -> String {
             decade_label(k)
         );
     }
-    for k in y_lo..=y_hi {
-        let y = py(10f64.powi(k));
+    for k in axes.y_lo..=axes.y_hi {
+        let y = axes.py(10f64.powi(k));
         let _ = write!(s, r##"<line x1="{PLOT_L}" y1="{y:.1}" x2="{PLOT_R}" y2="{y:.1}" stroke="#e3e3e3"/>"##);
         let _ = write!(
             s,
@@ -242,23 +264,26 @@ fn draw(c: &Chart) -> String {
         (PLOT_T + PLOT_B) / 2.0,
         (PLOT_T + PLOT_B) / 2.0
     );
+}
 
-    // Roofs: the memory roof from where it enters the plot to the ridge, then the compute roof.
+/// Roofs: the memory roof from where it enters the plot to the ridge, then the compute roof.
+fn draw_roofs(s: &mut String, c: &Chart, axes: &Axes) {
+    let (xl, xh, yl) = (axes.x_lo as f64, axes.x_hi as f64, axes.y_lo as f64);
     let (x_min_v, x_max_v, y_min_v) = (10f64.powf(xl), 10f64.powf(xh), 10f64.powf(yl));
     for (i, r) in c.roofs.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let start = x_min_v.max(y_min_v / r.peak_dram_bytes_per_s);
         let ridge = r.ridge.clamp(x_min_v, x_max_v);
-        let (x0, y0) = (px(start), py((start * r.peak_dram_bytes_per_s).max(y_min_v)));
-        let (x1, y1) = (px(ridge), py(r.peak_flop_per_s.min(ridge * r.peak_dram_bytes_per_s)));
-        let (x2, y2) = (px(x_max_v), py(r.peak_flop_per_s));
+        let (x0, y0) = (axes.px(start), axes.py((start * r.peak_dram_bytes_per_s).max(y_min_v)));
+        let (x1, y1) = (axes.px(ridge), axes.py(r.peak_flop_per_s.min(ridge * r.peak_dram_bytes_per_s)));
+        let (x2, y2) = (axes.px(x_max_v), axes.py(r.peak_flop_per_s));
         let _ = write!(
             s,
             r#"<polyline points="{x0:.1},{y0:.1} {x1:.1},{y1:.1} {x2:.1},{y2:.1}" fill="none" stroke="{colour}" stroke-width="2"><title>{}: DRAM {}B/s, FP32 {}FLOP/s, ridge at {} FLOP/byte</title></polyline>"#,
             escape(&r.device),
             si(r.peak_dram_bytes_per_s),
             si(r.peak_flop_per_s),
-            crate::rules::fmt_num(r.ridge)
+            crate::format::number(r.ridge)
         );
         let _ = write!(
             s,
@@ -268,20 +293,22 @@ fn draw(c: &Chart) -> String {
             si(r.peak_flop_per_s)
         );
     }
+}
 
-    // Points.
+/// One dot per kernel in its device's colour, labelled with its rank (drawn at the edge when outside the axes).
+fn draw_points(s: &mut String, c: &Chart, axes: &Axes) {
     for p in &c.points {
         let colour = c.roofs.iter().position(|r| r.device == p.device).map(|i| PALETTE[i % PALETTE.len()]).unwrap_or("#555");
-        let (x, y) = (px(p.arithmetic_intensity), py(p.achieved_flop_per_s));
+        let (x, y) = (axes.px(p.arithmetic_intensity), axes.py(p.achieved_flop_per_s));
         let in_plot = (PLOT_L..=PLOT_R).contains(&x) && (PLOT_T..=PLOT_B).contains(&y);
         let (x, y) = (x.clamp(PLOT_L, PLOT_R), y.clamp(PLOT_T, PLOT_B));
-        let roof = p.pct_of_roof.map(|v| format!(", {}% of the roof", crate::rules::fmt_num(v))).unwrap_or_default();
+        let roof = p.pct_of_roof.map(|v| format!(", {}% of the roof", crate::format::number(v))).unwrap_or_default();
         let _ = write!(
             s,
             r##"<g class="pt"><title>#{} {}: {} FLOP/byte, {}FLOP/s{}{}</title><circle cx="{x:.1}" cy="{y:.1}" r="5" fill="{colour}" fill-opacity="0.75" stroke="#222" stroke-width="0.8"/><text x="{:.1}" y="{:.1}" font-size="10" fill="#222">{}</text></g>"##,
             p.rank,
             escape(&p.name),
-            crate::rules::fmt_num(p.arithmetic_intensity),
+            crate::format::number(p.arithmetic_intensity),
             si(p.achieved_flop_per_s),
             roof,
             if in_plot { "" } else { " (outside the axes, drawn at the edge)" },
@@ -290,8 +317,10 @@ fn draw(c: &Chart) -> String {
             p.rank
         );
     }
+}
 
-    // Legend: one row per device.
+/// The legend: one row per device.
+fn draw_legend(s: &mut String, c: &Chart) {
     for (i, r) in c.roofs.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let y = PLOT_B + 54.0 + 18.0 * i as f64;
@@ -313,8 +342,6 @@ fn draw(c: &Chart) -> String {
             if r.kernels == 1 { "" } else { "s" }
         );
     }
-    s.push_str("</svg>");
-    s
 }
 
 #[cfg(test)]
@@ -322,10 +349,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn si_and_escape() {
-        assert_eq!(si(6.2e13), "62 T");
-        assert_eq!(si(4.77e12), "4.77 T");
-        assert_eq!(si(0.5), "0.50");
+    fn escape_and_decade_labels() {
         assert_eq!(escape("a<b&\"c'"), "a&lt;b&amp;&quot;c&#39;");
         assert_eq!(decade_label(-3), "0.001");
         assert_eq!(decade_label(-1), "0.1");

@@ -5,7 +5,7 @@
 //! step changed. Everything comes from the set's structured analysis ([`crate::sets`]), which is
 //! computed from the members' facts; nothing is added here but the layout.
 
-use crate::rules::fmt_num;
+use crate::format::number as fmt_num;
 use crate::sets::{KernelSet, Member};
 
 /// Kinds of set findings shown (the others repeat the table or are bookkeeping).
@@ -21,7 +21,7 @@ pub fn set_context(set: &KernelSet) -> String {
     }
     out.push('\n');
     if let Some(f) = &set.fastest {
-        let time = f.duration_ns.map(crate::sets::findings::dur).unwrap_or_else(|| "?".into());
+        let time = f.duration_ns.map(crate::format::duration).unwrap_or_else(|| "?".into());
         let per_thread = set.members.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value).and_then(|m| {
             let threads = m.threads().filter(|t| *t > 0.0)?;
             Some(format!(", {} ns per thread", fmt_num(m.duration_ns? / threads)))
@@ -37,7 +37,7 @@ pub fn set_context(set: &KernelSet) -> String {
 
 fn member_row(number: usize, m: &Member) -> String {
     let file = m.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let time = m.duration_ns.map(crate::sets::findings::dur).unwrap_or_else(|| "?".into());
+    let time = m.duration_ns.map(crate::format::duration).unwrap_or_else(|| "?".into());
     let unit = match (&m.bound_unit, m.bound_pct) {
         (Some(u), Some(p)) => format!("{u} {}%", fmt_num(p)),
         _ => "not measured".into(),

@@ -31,7 +31,7 @@ pub fn svg(set: &KernelSet) -> Option<String> {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"time and bounding unit % per member\">"
     );
     out += &format!("<line x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>", TOP + plot_h, LEFT + plot_w, TOP + plot_h);
-    out += &format!("<text x=\"4\" y=\"{}\" font-size=\"11\">{}</text>", TOP + 10.0, escape(&crate::render::human_duration(max_ns)));
+    out += &format!("<text x=\"4\" y=\"{}\" font-size=\"11\">{}</text>", TOP + 10.0, escape(&crate::format::duration(max_ns)));
     out += &format!("<text x=\"4\" y=\"{}\" font-size=\"11\">time</text>", TOP + plot_h);
     out += &format!("<text x=\"{}\" y=\"{}\" font-size=\"11\">100%</text>", LEFT + plot_w + 4.0, TOP + 10.0);
     out += &format!("<text x=\"{}\" y=\"{}\" font-size=\"11\">unit %</text>", LEFT + plot_w + 4.0, TOP + plot_h);
@@ -46,7 +46,7 @@ pub fn svg(set: &KernelSet) -> Option<String> {
                 TOP + plot_h - y,
                 i + 1,
                 escape(&m.value),
-                escape(&crate::render::human_duration(ns))
+                escape(&crate::format::duration(ns))
             );
         }
         if let Some(p) = m.bound_pct {
@@ -57,7 +57,7 @@ pub fn svg(set: &KernelSet) -> Option<String> {
                 x_of(i),
                 y_pct(p),
                 escape(unit),
-                crate::rules::fmt_num(p)
+                crate::format::number(p)
             );
         }
         let label: String = m.value.chars().take(18).collect();

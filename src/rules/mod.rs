@@ -336,20 +336,8 @@ fn v(f: &Option<Fact>) -> Option<f64> {
     f.as_ref().map(|f| f.value)
 }
 
-/// Formats a number the way reports show it (and the validator accepts): up to 3 significant decimals.
-pub fn fmt_num(x: f64) -> String {
-    if x.abs() >= 1e15 || (x != 0.0 && x.abs() < 1e-3) {
-        return format!("{x:.3e}");
-    }
-    let s = if x.abs() >= 100.0 || x.fract() == 0.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    };
-    s
-}
+/// Formats a number the way reports show it (and the validator accepts): [`crate::format::number`].
+pub use crate::format::number as fmt_num;
 
 /// The rules for a user's kernel judged alone (no name, the whole profile).
 pub fn evaluate(f: &Facts) -> Vec<Finding> {
@@ -510,23 +498,37 @@ fn order_and_grade<T>(mut out: Vec<(Finding, T)>, f: &Facts, time_share_pct: f64
 
 /// The launch's regime in one line, what is missing, and where ncu's estimates exceed the bounds.
 fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]) -> Diagnosis {
-    let regime = match f.bound.as_ref().map(|b| b.kind) {
+    let regime = regime_of(f);
+    let busiest = f.bound.as_ref().and_then(|b| b.busiest_unit.zip(b.busiest_pct));
+    let summary = regime_summary(f, regime, busiest, findings);
+    let missing = missing_sections(launch, f, &kernel, regime, busiest);
+    let ncu_disagreements = ncu_disagreements(launch, f);
+    Diagnosis { regime, summary, kernel, missing, ncu_disagreements }
+}
+
+/// The regime's name ("memory-bound", ..., "unknown" without throughput metrics).
+fn regime_of(f: &Facts) -> &'static str {
+    match f.bound.as_ref().map(|b| b.kind) {
         Some(BoundKind::Memory) => "memory-bound",
         Some(BoundKind::Compute) => "compute-bound",
         Some(BoundKind::Latency) => "latency-bound",
         Some(BoundKind::GridTooSmall) => "grid-bound",
         Some(BoundKind::Launch) => "launch-bound",
         None => "unknown",
-    };
-    let busiest = f.bound.as_ref().and_then(|b| b.busiest_unit.zip(b.busiest_pct));
+    }
+}
+
+/// The regime in one line, with the busiest unit (`busiest`: unit and % of peak), the largest
+/// cause and, when latency-bound, the top stall.
+fn regime_summary(f: &Facts, regime: &str, busiest: Option<(&'static str, f64)>, findings: &[Finding]) -> String {
     let mut summary = match (regime, busiest) {
         ("unknown", _) => "regime unknown: the profile has no throughput metrics".to_string(),
         ("memory-bound" | "compute-bound", Some((u, p))) => {
             format!("{regime} on {u} at {}% of peak: a fix that does not reduce {u} work saves at most {}%", fmt_num(p), fmt_num(100.0 - p))
         }
         ("launch-bound", b) => format!(
-            "launch-bound: {} µs{}, {}",
-            v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_else(|| "?".into()),
+            "launch-bound: {}{}, {}",
+            v(&f.duration_ns).map(crate::format::micros).unwrap_or_else(|| "? µs".into()),
             v(&f.grid_blocks).map(|g| format!(", {} block{}", fmt_num(g), if g == 1.0 { "" } else { "s" })).unwrap_or_default(),
             b.map(|(u, p)| format!("busiest unit {u} at {}%", fmt_num(p))).unwrap_or_else(|| "no throughput measured".into())
         ),
@@ -549,7 +551,11 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             None => summary.push_str("; stall reasons not collected"),
         }
     }
+    summary
+}
 
+/// The sections the profile lacks for this launch's questions, with the ncu option that collects each.
+fn missing_sections(launch: &Launch, f: &Facts, kernel: &KernelKind, regime: &str, busiest: Option<(&'static str, f64)>) -> Vec<Missing> {
     let mut missing = Vec::new();
     if f.sm_throughput_pct.is_none() && f.memory_throughput_pct.is_none() {
         missing.push(Missing { what: "speed of light (SM and memory throughput): the regime", ncu_option: "--section SpeedOfLight" });
@@ -582,7 +588,11 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             ncu_option: "--section SourceCounters --import-source yes (compile with -lineinfo)",
         });
     }
+    missing
+}
 
+/// Where ncu's own rules estimate more than keet's physical bound allows, one line each.
+fn ncu_disagreements(launch: &Launch, f: &Facts) -> Vec<String> {
     let mut ncu_disagreements = Vec::new();
     for r in &launch.ncu_rules {
         let Some(x) = r.speedup_pct else { continue };
@@ -596,8 +606,8 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             if x > c.pct + t::NCU_DISAGREE_MARGIN_PCT {
                 let why = if c.unit == "launch cost" {
                     format!(
-                        "the launch lasts {} µs, of which about 1.5 µs is launch cost",
-                        v(&f.duration_ns).map(|d| fmt_num(d / 1000.0)).unwrap_or_default()
+                        "the launch lasts {}, of which about 1.5 µs is launch cost",
+                        v(&f.duration_ns).map(crate::format::micros).unwrap_or_else(|| " µs".into())
                     )
                 } else {
                     format!("{} is at {}% of peak", c.unit, fmt_num(c.unit_pct))
@@ -609,7 +619,7 @@ fn diagnose(launch: &Launch, f: &Facts, kernel: KernelKind, findings: &[Finding]
             }
         }
     }
-    Diagnosis { regime, summary, kernel, missing, ncu_disagreements }
+    ncu_disagreements
 }
 
 /// Which units the fix behind one of Nsight Compute's rules relieves (by the rule's name).

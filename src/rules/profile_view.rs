@@ -135,6 +135,16 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
     if total <= 0.0 {
         return ProfileView::default();
     }
+    let families = family_times(kernels, total);
+    let findings = [launch_overhead(kernels, total, t), dominant_family(&families, t), top_opportunities(kernels, total, t)]
+        .into_iter()
+        .flatten()
+        .collect();
+    ProfileView { families, findings }
+}
+
+/// Each family's time and share of `total_ns`, the largest first (families with no kernel left out).
+fn family_times(kernels: &[KernelTime], total: f64) -> Vec<FamilyTime> {
     let mut families: Vec<FamilyTime> = Family::ALL
         .iter()
         .map(|f| {
@@ -152,9 +162,11 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
         .filter(|f| f.kernels > 0)
         .collect();
     families.sort_by(|a, b| b.time_ns.total_cmp(&a.time_ns));
+    families
+}
 
-    let mut findings = Vec::new();
-    // Many short launches.
+/// Many short launches, when they are many and take a visible share.
+fn launch_overhead(kernels: &[KernelTime], total: f64, t: &Table) -> Option<ProfileFinding> {
     let short: Vec<&KernelTime> =
         kernels.iter().filter(|k| k.launches > 0 && k.total_ns / (k.launches as f64) < thresholds::TINY_LAUNCH_NS).collect();
     let n: usize = short.iter().map(|k| k.launches).sum();
@@ -167,7 +179,7 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             "floor_us": thresholds::LAUNCH_FLOOR_NS / 1000.0, "floor_share": floor_share,
         });
         let x = &t.launch_overhead;
-        findings.push(ProfileFinding {
+        Some(ProfileFinding {
             category: ProfileCategory::LaunchOverhead,
             severity: severity(share),
             claim: render(&x.claim, &ctx),
@@ -175,11 +187,16 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             suggestion: render(&x.fix, &ctx),
             time_ns: time,
             share_pct: share,
-        });
+        })
+    } else {
+        None
     }
-    // A dominant family: only a named family beside others that take a visible share. "GEMM
-    // kernels take 100%" on a profile of GEMMs, or "other kernels take 60%", tells the reader
-    // nothing the kernel list does not.
+}
+
+/// A dominant family: only a named family beside others that take a visible share. "GEMM
+/// kernels take 100%" on a profile of GEMMs, or "other kernels take 60%", tells the reader
+/// nothing the kernel list does not.
+fn dominant_family(families: &[FamilyTime], t: &Table) -> Option<ProfileFinding> {
     let th = &t.thresholds;
     let dominant = families
         .first()
@@ -190,7 +207,7 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
         });
         let x = &t.dominant_family;
         let why = x.why.get(f.family.as_str()).or_else(|| x.why.get("other")).map(|w| render(w, &ctx)).unwrap_or_default();
-        findings.push(ProfileFinding {
+        Some(ProfileFinding {
             category: ProfileCategory::DominantFamily,
             severity: severity(f.share_pct),
             claim: render(&x.claim, &ctx),
@@ -198,9 +215,14 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             suggestion: render(&x.fix, &ctx),
             time_ns: f.time_ns,
             share_pct: f.share_pct,
-        });
+        })
+    } else {
+        None
     }
-    // The largest opportunities (never added up: the bounds overlap).
+}
+
+/// The largest opportunities (never added up: the bounds overlap).
+fn top_opportunities(kernels: &[KernelTime], total: f64, t: &Table) -> Option<ProfileFinding> {
     let mut opp: Vec<&KernelTime> = kernels.iter().filter(|k| k.gain_ns.is_some_and(|g| g > 0.0)).collect();
     opp.sort_by(|a, b| b.gain_ns.unwrap_or(0.0).total_cmp(&a.gain_ns.unwrap_or(0.0)));
     opp.truncate(t.thresholds.top_opportunities);
@@ -210,8 +232,8 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             .map(|k| {
                 let name = super::kind::short_kernel_name(&k.name);
                 format!(
-                    "{name} up to {} µs ({}% of the profile, {})",
-                    fmt_num(k.gain_ns.unwrap_or(0.0) / 1000.0),
+                    "{name} up to {} ({}% of the profile, {})",
+                    crate::format::micros(k.gain_ns.unwrap_or(0.0)),
                     fmt_num(100.0 * k.gain_ns.unwrap_or(0.0) / total),
                     k.primary.as_deref().unwrap_or("?")
                 )
@@ -220,7 +242,7 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
         let ctx = serde_json::json!({ "items": items.join("; ") });
         let x = &t.top_opportunities;
         let g = best.gain_ns.unwrap_or(0.0);
-        findings.push(ProfileFinding {
+        Some(ProfileFinding {
             category: ProfileCategory::TopOpportunities,
             severity: severity(100.0 * g / total),
             claim: render(&x.claim, &ctx),
@@ -228,9 +250,10 @@ pub fn profile_view(kernels: &[KernelTime]) -> ProfileView {
             suggestion: render(&x.fix, &ctx),
             time_ns: g,
             share_pct: 100.0 * g / total,
-        });
+        })
+    } else {
+        None
     }
-    ProfileView { families, findings }
 }
 
 #[cfg(test)]

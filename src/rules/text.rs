@@ -2,7 +2,7 @@
 //! `expert/findings.toml` (one place an expert can review), rendered with minijinja.
 
 use super::kind::KernelKind;
-use super::{fmt_num, Category};
+use super::Category;
 use minijinja::Environment;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -36,12 +36,7 @@ fn texts() -> &'static Texts {
 
 fn env() -> &'static Environment<'static> {
     static E: OnceLock<Environment<'static>> = OnceLock::new();
-    E.get_or_init(|| {
-        let mut env = Environment::new();
-        env.add_filter("num", |x: f64| fmt_num(x));
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        env
-    })
+    E.get_or_init(crate::templating::expert_environment)
 }
 
 /// Renders one expert template with `ctx` (strict: a missing variable is a bug in the table, caught by tests).

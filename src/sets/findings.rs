@@ -7,17 +7,8 @@
 use super::factors::View;
 use super::members::Member;
 use super::{thresholds, Change, KernelSet, MemberRef, Pair, SetFinding};
+use crate::format::duration;
 use crate::rules::fmt_num;
-
-/// A duration as reports show it (the renderers' `dur`: 2 decimals in s, ms, us; whole ns).
-pub fn dur(ns: f64) -> String {
-    match ns {
-        ns if ns >= 1e9 => format!("{:.2} s", ns / 1e9),
-        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
-        ns if ns >= 1e3 => format!("{:.2} us", ns / 1e3),
-        ns => format!("{ns:.0} ns"),
-    }
-}
 
 /// The described set with everything it shows.
 pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> KernelSet {
@@ -195,7 +186,7 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[String], per_thread: b
             d
         }
     };
-    let shown = |m: &Member| if per_thread { format!("{} ns per thread", fmt_num(cost(m))) } else { dur(cost(m)) };
+    let shown = |m: &Member| if per_thread { format!("{} ns per thread", fmt_num(cost(m))) } else { duration(cost(m)) };
     let timed: Vec<&Member> = ms.iter().filter(|m| m.duration_ns.is_some() && (!per_thread || m.threads().is_some())).collect();
     let best = timed.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value);
     let slowest = timed.iter().max_by(|a, b| cost(a).total_cmp(&cost(b)));
@@ -330,8 +321,8 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
             b.value,
             factor,
             fmt_num(t),
-            dur(a.duration_ns.unwrap_or(0.0)),
-            dur(b.duration_ns.unwrap_or(0.0)),
+            duration(a.duration_ns.unwrap_or(0.0)),
+            duration(b.duration_ns.unwrap_or(0.0)),
             if ratios.is_empty() { "not measured".to_string() } else { ratios.join(", ") },
             at(a),
             at(b)
@@ -352,7 +343,7 @@ fn steps(ms: &[Member], pairs: &[Pair], compared: &[String]) -> Vec<String> {
         }
         let time = match (a.duration_ns, b.duration_ns) {
             (Some(x), Some(y)) if x > 0.0 => {
-                format!("time {} -> {} ({}{}%)", dur(x), dur(y), if y >= x { "+" } else { "" }, fmt_num(100.0 * (y - x) / x))
+                format!("time {} -> {} ({}{}%)", duration(x), duration(y), if y >= x { "+" } else { "" }, fmt_num(100.0 * (y - x) / x))
             }
             _ => "time not measured".into(),
         };
@@ -390,7 +381,7 @@ fn summary(name: &str, ms: &[Member], varies: &[String], fastest: Option<&Member
             " Fastest{}: {} ({}).",
             if f.by == "time" { "" } else { " per thread" },
             f.value,
-            f.duration_ns.map(dur).unwrap_or_else(|| "?".into())
+            f.duration_ns.map(duration).unwrap_or_else(|| "?".into())
         );
     }
     match changes.iter().find(|c| c.what == "regime") {

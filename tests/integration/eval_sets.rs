@@ -174,7 +174,7 @@ fn member_numbers(members: &[Member]) -> HashSet<String> {
     let mut out: HashSet<String> = HashSet::new();
     let mut add = |x: f64| {
         out.insert(fmt_num(x.abs()));
-        out.extend(sets::findings::dur(x.abs()).split(' ').next().map(str::to_string));
+        out.extend(keet::format::duration(x.abs()).split(' ').next().map(str::to_string));
     };
     for m in members {
         let work = [m.duration_ns, m.bound_pct, m.threads(), m.work.dram_bytes, m.work.warp_instructions, m.work.flops];
