@@ -107,7 +107,7 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
     }
     // What to do first: the largest bound on saved time over every kernel of the report (explained
     // or not), so neither the model nor the reader has to find the maximum.
-    let best = report.batch.as_ref().map(super::kernel_times).and_then(|times| {
+    let best = report.batch.as_ref().map(super::assemble::kernel_times).and_then(|times| {
         times
             .into_iter()
             .filter(|k| k.gain_ns.is_some_and(|g| g > 0.0))
@@ -148,7 +148,7 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
         kernel_diagnoses.push((crate::rules::kind::short_kernel_name(&k.kernel.name), said));
     }
     if let Some(batch) = &report.batch {
-        for k in super::kernel_times(batch) {
+        for k in super::assemble::kernel_times(batch) {
             let short = crate::rules::kind::short_kernel_name(&k.name);
             if let (false, Some(p)) = (kernel_diagnoses.iter().any(|(n, _)| *n == short), k.primary) {
                 kernel_diagnoses.push((short, vec![p]));
