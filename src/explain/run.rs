@@ -130,19 +130,8 @@ pub fn explain_table(batch: Batch<'_>, opts: &ExplainOptions) -> Result<(Explain
 fn choose(table: &BatchTable, opts: &ExplainOptions) -> Chosen {
     let (ranked, total_ns) = table.ranked();
     // Only what choosing needs: the time and share of each group (no file lists yet).
-    let shares: Vec<KernelGroup> = ranked
-        .iter()
-        .map(|&(_, t)| KernelGroup {
-            name: String::new(),
-            files: vec![],
-            launch_ids: vec![],
-            launches: 0,
-            total_duration_ns: t,
-            time_share_pct: if total_ns > 0.0 { 100.0 * t / total_ns } else { 0.0 },
-        })
-        .collect();
-    let n_chosen = select::chosen_count(shares.iter(), opts.settings.coverage_pct, opts.settings.top);
-    drop(shares);
+    let shares = ranked.iter().map(|&(_, t)| (t, if total_ns > 0.0 { 100.0 * t / total_ns } else { 0.0 }));
+    let n_chosen = select::chosen_count(shares, opts.settings.coverage_pct, opts.settings.top);
     let skipped = ranked.len() - n_chosen;
     let kernels = ranked[..n_chosen].iter().map(|&(e, _)| (e, table.kernel_group(e, total_ns))).collect();
     Chosen { kernels, skipped, total_ns }
