@@ -20,7 +20,8 @@
 use crate::analysis::FileError;
 use crate::batch::{BatchTable, GroupEntry, ReportSettings};
 use crate::explain::report::{CachedFindings, ExplainReport, ModelInfo, EXPLAIN_SCHEMA};
-use crate::explain::{ExplainError, ExplainOptions, KnownFindings, KnownKernel, ModelSource, RunStats};
+use crate::explain::run::Batch;
+use crate::explain::{ExplainError, ExplainOptions, KnownFindings, KnownKernel, ModelSource, RunOptions, RunStats};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -329,33 +330,29 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
     let first = &parts[0];
     let s = &first.settings;
     let opts = ExplainOptions {
-        coverage_pct: s.coverage_pct,
-        top: s.top,
-        max_findings: s.max_findings,
-        no_llm: s.no_llm,
-        repair_attempts: s.repair_attempts,
-        engine: mopts.engine.clone(),
-        cache: mopts.cache.clone(),
-        refresh: false,
-        jobs: 0,
-        source_files: s.source_files.clone(),
-        progress: false,
-        shard: None,
-        prose: s.prose,
+        // The parts' settings, as one report over the whole batch.
+        settings: ReportSettings { shard: None, ..s.clone() },
         // Shard reports carry no summary, and a merge need not load the model for one.
         summary: false,
         model_ranks: None,
-        edit: s.edit,
-        concurrency: 1,
+        run: RunOptions {
+            engine: mopts.engine.clone(),
+            cache: mopts.cache.clone(),
+            refresh: false,
+            jobs: 0,
+            progress: false,
+            concurrency: 1,
+            ..RunOptions::default()
+        },
     };
     let model = match (&first.doc.model, s.no_llm) {
         (Some(info), false) => ModelSource::Recorded(info.clone()),
         _ => ModelSource::None,
     };
     if !matches!(model, ModelSource::None) {
-        crate::llm::device::check_device(opts.engine.device.as_deref()).map_err(crate::explain::ExplainError::from)?;
+        crate::llm::device::check_device(opts.run.engine.device.as_deref()).map_err(crate::explain::ExplainError::from)?;
     }
-    let settings = ReportSettings { shard: None, ..s.clone() };
     let inputs = first.doc.inputs.clone();
-    Ok(crate::explain::explain_table(&inputs, table, errors, &opts, settings, model, &known, t0)?)
+    let batch = Batch { inputs: &inputs, table, errors, model, known: &known, started: t0 };
+    Ok(crate::explain::explain_table(batch, &opts)?)
 }

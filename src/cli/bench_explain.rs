@@ -9,7 +9,7 @@
 
 use super::args::ModelArgs;
 use crate::explain::report::{ExplainReport, Writer};
-use crate::explain::{self, ExplainOptions, ProseMode};
+use crate::explain::{self, ExplainOptions, ProseMode, ReportSettings, RunOptions};
 use crate::mechanism::SentenceKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,13 +72,19 @@ fn concurrency_runs(a: &ExplainBenchArgs, profiles: &[PathBuf], load: &dyn Fn() 
     for &concurrency in &a.concurrency {
         let dir = tempfile::tempdir()?;
         let opts = ExplainOptions {
-            top: a.top * profiles.len(),
-            coverage_pct: 100.0,
-            engine: a.model.engine_options(),
-            cache: Some(dir.path().join("bench.sqlite3")),
-            prose: a.prose.first().copied().unwrap_or_default(),
+            settings: ReportSettings {
+                top: a.top * profiles.len(),
+                coverage_pct: 100.0,
+                prose: a.prose.first().copied().unwrap_or_default(),
+                ..ReportSettings::default()
+            },
             summary: false,
-            concurrency: concurrency.max(1),
+            run: RunOptions {
+                engine: a.model.engine_options(),
+                cache: Some(dir.path().join("bench.sqlite3")),
+                concurrency: concurrency.max(1),
+                ..RunOptions::default()
+            },
             ..ExplainOptions::default()
         };
         let (report, stats) = explain::explain(profiles, &opts)?;
@@ -222,16 +228,14 @@ pub fn run(a: ExplainBenchArgs) -> anyhow::Result<i32> {
     for &mode in &a.prose {
         let dir = tempfile::tempdir()?;
         let opts = ExplainOptions {
-            top: a.top,
-            engine: a.model.engine_options(),
-            cache: Some(dir.path().join("bench.sqlite3")),
-            prose: mode,
+            settings: ReportSettings { top: a.top, prose: mode, ..ReportSettings::default() },
+            run: RunOptions { engine: a.model.engine_options(), cache: Some(dir.path().join("bench.sqlite3")), ..RunOptions::default() },
             ..ExplainOptions::default()
         };
         // Each profile on its own, so --top applies per profile.
         let run = explain_each(&profiles, &opts, mode, &mut sentence_file)?;
         print_mode(mode, &run, &load);
-        if let (Some(keep), Some(cache)) = (&a.keep_cache, &opts.cache) {
+        if let (Some(keep), Some(cache)) = (&a.keep_cache, &opts.run.cache) {
             std::fs::copy(cache, keep).map_err(|e| anyhow::anyhow!("--keep-cache {}: {e}", keep.display()))?;
             println!("analysis cache kept in:     {}", keep.display());
         }

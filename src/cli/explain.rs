@@ -1,7 +1,7 @@
 //! `keet explain`: validated explanations of the kernels that take the time.
 
 use super::args::{CacheArgs, JobsArgs, ModelArgs, OutputArgs};
-use crate::explain::{self, ExplainOptions};
+use crate::explain::{self, ExplainOptions, ReportSettings, RunOptions};
 use crate::render::{self, Format};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -85,24 +85,30 @@ pub struct ExplainArgs {
 
 pub fn options(a: &ExplainArgs) -> ExplainOptions {
     ExplainOptions {
-        coverage_pct: a.coverage.clamp(0.0, 100.0),
-        top: a.top.max(1),
-        max_findings: a.max_findings.clamp(1, 4),
-        no_llm: a.no_llm,
-        repair_attempts: 1,
-        engine: a.model.engine_options(),
-        cache: a.cache.path(),
-        refresh: a.refresh,
-        jobs: a.jobs.jobs,
-        source_files: a.source.clone(),
-        progress: std::io::stderr().is_terminal(),
-        shard: a.shard,
-        prose: a.prose,
+        settings: ReportSettings {
+            coverage_pct: a.coverage.clamp(0.0, 100.0),
+            top: a.top.max(1),
+            max_findings: a.max_findings.clamp(1, 4),
+            no_llm: a.no_llm,
+            repair_attempts: 1,
+            source_files: a.source.clone(),
+            shard: a.shard.map(|(k, n)| [k, n]),
+            prose: a.prose,
+            edit: !a.no_edit,
+            ..ReportSettings::default()
+        },
         // A shard's summary would speak for part of the batch only.
         summary: !a.no_summary && a.shard.is_none(),
         model_ranks: None,
-        edit: !a.no_edit,
-        concurrency: a.concurrency.max(1),
+        run: RunOptions {
+            engine: a.model.engine_options(),
+            cache: a.cache.path(),
+            refresh: a.refresh,
+            jobs: a.jobs.jobs,
+            progress: std::io::stderr().is_terminal(),
+            concurrency: a.concurrency.max(1),
+            ..RunOptions::default()
+        },
     }
 }
 

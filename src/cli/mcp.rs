@@ -15,7 +15,7 @@
 
 use crate::analysis::{self, InspectDocument, LaunchAnalysis};
 use crate::compare::{self, CompareOptions};
-use crate::explain::{self, ExplainOptions};
+use crate::explain::{self, ExplainOptions, ReportSettings, RunOptions};
 use crate::llm::engine::EngineOptions;
 use crate::render;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -296,29 +296,35 @@ impl KeetServer {
             return Err(ErrorData::invalid_params(format!("coverage: a percentage from 0 to 100, not {c}"), None));
         }
         let opts = ExplainOptions {
-            coverage_pct: p.coverage.unwrap_or(95.0),
-            top: p.top.unwrap_or(10).max(1),
-            max_findings: 2,
-            no_llm: p.no_llm.unwrap_or(false),
-            repair_attempts: 1,
-            engine: self.engine(p.model),
-            cache: self.cache_path(),
-            refresh: false,
-            jobs: 0,
-            source_files: vec![],
-            progress: false,
-            shard: None,
-            prose: explain::ProseMode::default(),
+            settings: ReportSettings {
+                coverage_pct: p.coverage.unwrap_or(95.0),
+                top: p.top.unwrap_or(10).max(1),
+                max_findings: 2,
+                no_llm: p.no_llm.unwrap_or(false),
+                repair_attempts: 1,
+                source_files: vec![],
+                shard: None,
+                prose: explain::ProseMode::default(),
+                edit: true,
+                ..ReportSettings::default()
+            },
             // A tool call answers per kernel; the caller summarises.
             summary: false,
             model_ranks: None,
-            edit: true,
-            concurrency: 1,
+            run: RunOptions {
+                engine: self.engine(p.model),
+                cache: self.cache_path(),
+                refresh: false,
+                jobs: 0,
+                progress: false,
+                concurrency: 1,
+                ..RunOptions::default()
+            },
         };
         let max_tokens = p.max_tokens;
         blocking(move || {
             let counter = match max_tokens {
-                Some(n) => match crate::cli::token_counter(opts.engine.model.as_deref()) {
+                Some(n) => match crate::cli::token_counter(opts.run.engine.model.as_deref()) {
                     Ok(c) => Some((n, c)),
                     Err(e) => return tool_error(format!("max_tokens: {e:#}")),
                 },
@@ -355,13 +361,15 @@ impl KeetServer {
         let path = checked_path(&p.path)?;
         let source = p.source.as_deref().map(checked_path).transpose()?;
         let base = ExplainOptions {
-            coverage_pct: 100.0,
-            top: 10_000,
-            no_llm: true,
-            engine: self.engine(p.model),
-            cache: self.cache_path(),
-            source_files: source.into_iter().collect(),
+            settings: ReportSettings {
+                coverage_pct: 100.0,
+                top: 10_000,
+                no_llm: true,
+                source_files: source.into_iter().collect(),
+                ..ReportSettings::default()
+            },
             summary: false,
+            run: RunOptions { engine: self.engine(p.model), cache: self.cache_path(), ..RunOptions::default() },
             ..ExplainOptions::default()
         };
         let filter = p.kernel.map(|k| k.to_lowercase());
@@ -376,7 +384,11 @@ impl KeetServer {
                 let names: Vec<&str> = rules.kernels.iter().map(|k| k.kernel.name.as_str()).take(20).collect();
                 return tool_error(format!("no kernel matches {:?}; kernels: {}", filter.unwrap_or_default(), names.join(", ")));
             };
-            let opts = ExplainOptions { no_llm: false, model_ranks: Some(vec![rank]), ..base };
+            let opts = ExplainOptions {
+                settings: ReportSettings { no_llm: false, ..base.settings.clone() },
+                model_ranks: Some(vec![rank]),
+                ..base
+            };
             let report = match explain::explain(&inputs, &opts) {
                 Ok((r, _)) => r,
                 Err(e) => return tool_error(format!("{:#}", anyhow::Error::from(e))),

@@ -27,7 +27,7 @@ pub use score::{EvalModel, EvalReport};
 
 use crate::analysis::FileError;
 use crate::explain::report::{ExplainReport, KernelExplanation};
-use crate::explain::{self, ExplainOptions};
+use crate::explain::{self, ExplainOptions, ReportSettings, RunOptions};
 use crate::profile::Launch;
 use questions::{Basis, Draft, ProfileKernel, QuestionKind};
 use rand::rngs::StdRng;
@@ -303,16 +303,17 @@ pub fn add_generic(set: &mut EvalSet, count: &dyn Fn(&str) -> usize) {
 /// The explain options of the rule-layer report the questions' contexts come from.
 pub(crate) fn rules_report_options(opts: &EvalOptions) -> ExplainOptions {
     ExplainOptions {
-        top: opts.top.max(1),
-        coverage_pct: 100.0,
-        no_llm: true,
-        cache: None,
-        jobs: opts.jobs,
-        progress: false,
+        settings: ReportSettings {
+            top: opts.top.max(1),
+            coverage_pct: 100.0,
+            no_llm: true,
+            // The questions are about the profile; code edits are scored by `keet eval --twins`.
+            edit: false,
+            ..ReportSettings::default()
+        },
         // The explained context is the kernels' explanations, as measured before the summary existed.
         summary: false,
-        // The questions are about the profile; code edits are scored by `keet eval --twins`.
-        edit: false,
+        run: RunOptions { cache: None, jobs: opts.jobs, progress: false, ..RunOptions::default() },
         ..Default::default()
     }
 }
@@ -330,12 +331,12 @@ pub fn add_explained(
     let plan = explained_plan(set);
     let total = plan.len();
     for (i, (file, ranks)) in plan.iter().enumerate() {
+        let base = rules_report_options(opts);
         let eopts = ExplainOptions {
-            no_llm: false,
-            engine: engine.clone(),
-            cache: cache.clone(),
+            settings: ReportSettings { no_llm: false, ..base.settings },
             model_ranks: ranks.clone(),
-            ..rules_report_options(opts)
+            run: RunOptions { engine: engine.clone(), cache: cache.clone(), ..base.run },
+            ..base
         };
         let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;
         for (ctx, source) in set.contexts.iter_mut().zip(&set.sources) {

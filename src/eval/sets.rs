@@ -16,7 +16,7 @@ use super::questions::{self, Basis, Draft, QuestionKind};
 use super::{Condition, ContextSource, Contexts, EvalError, EvalOptions, EvalSet, Question, LETTERS};
 use crate::analysis::FileError;
 use crate::explain::report::{ExplainReport, KernelExplanation};
-use crate::explain::{self, ExplainOptions};
+use crate::explain::{self, ExplainOptions, ReportSettings};
 use crate::profile::{Launch, Profile};
 use crate::sets::{KernelSet, Member, SetOptions};
 use rand::rngs::StdRng;
@@ -336,7 +336,8 @@ impl Loaded {
             return Ok(());
         }
         let profile = crate::profile::read_path(file).map_err(|e| e.to_string())?;
-        let eopts = ExplainOptions { top: 10_000, ..super::rules_report_options(opts) };
+        let base = super::rules_report_options(opts);
+        let eopts = ExplainOptions { settings: ReportSettings { top: 10_000, ..base.settings }, ..base };
         let (report, _) = explain::explain(&[file.to_path_buf()], &eopts).map_err(|e| e.to_string())?;
         self.profiles.insert(file.to_path_buf(), profile);
         self.reports.insert(file.to_path_buf(), report);

@@ -11,7 +11,7 @@ use super::questions::{self, Basis, QuestionKind};
 use super::{ContextSource, Contexts, EvalError, EvalOptions, EvalSet, Question, LETTERS};
 use crate::analysis::FileError;
 use crate::explain::report::{CodeEdit, ExplainReport, KernelExplanation};
-use crate::explain::{self, ExplainOptions};
+use crate::explain::{self, ExplainOptions, ReportSettings, RunOptions};
 use crate::profile::{Launch, Profile};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -238,7 +238,9 @@ pub fn build(path: &Path, opts: &EvalOptions) -> Result<TwinSet, EvalError> {
 
 /// The rule-layer report of a twin's profile: every kernel, with the twin's source for its lines.
 fn report_options(opts: &EvalOptions, source: Option<&PathBuf>) -> ExplainOptions {
-    ExplainOptions { top: 10_000, source_files: source.cloned().into_iter().collect(), ..super::rules_report_options(opts) }
+    let base = super::rules_report_options(opts);
+    let settings = ReportSettings { top: 10_000, source_files: source.cloned().into_iter().collect(), ..base.settings };
+    ExplainOptions { settings, ..base }
 }
 
 /// Every format with the kernel's source before it; `none` is the source alone.
@@ -339,13 +341,12 @@ pub fn add_explained(
     let total = twins.len();
     for (done, twin) in twins.iter().enumerate() {
         let rank = set.sources[twin.context].rank;
+        let base = report_options(opts, twin.source.as_ref());
         let eopts = ExplainOptions {
-            no_llm: false,
-            engine: engine.clone(),
-            cache: cache.clone(),
+            settings: ReportSettings { no_llm: false, edit: true, ..base.settings },
             model_ranks: rank.map(|r| vec![r]),
-            edit: true,
-            ..report_options(opts, twin.source.as_ref())
+            run: RunOptions { engine: engine.clone(), cache: cache.clone(), ..base.run },
+            ..base
         };
         let (report, _) = explain::explain(std::slice::from_ref(&twin.profile), &eopts)?;
         let k = report.kernels.iter().find(|k| Some(k.rank) == rank);

@@ -455,6 +455,8 @@ pub struct EditQuestion<'a> {
     pub hot: &'a [HotLine],
     pub reasks: usize,
     pub decoding: GenerateOptions,
+    /// The prompt and every answer on stderr (`KEET_TRACE`).
+    pub trace: bool,
 }
 
 /// The question as the model gets it: schema, conversation, and what the checks need.
@@ -498,7 +500,7 @@ fn prepare(q: &EditQuestion<'_>, rules: &[EditRule]) -> Result<Prepared, Explain
         ChatMessage::system(env().render_str(EDIT_SYSTEM, json!({}))?),
         ChatMessage::user(question(&q.finding, q.located, rules, &code, &q.links)?),
     ];
-    let trace = std::env::var_os("KEET_TRACE").is_some();
+    let trace = q.trace;
     if trace {
         eprintln!("--- edit prompt for {}\n{}", q.located.kernel.name, messages[1].content);
     }

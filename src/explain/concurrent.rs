@@ -4,9 +4,11 @@
 //! outstanding answer). Each kernel's answer is exactly what it gets alone (the batched decoder is
 //! bit for bit the single one), so the report does not depend on N; only the time does.
 
+use super::answer::answer_kernel;
+use super::ask::Asking;
 use super::code::Located;
-use super::report::{KernelGroup, SourceLine};
-use super::{ask_for_edit, explain_with_model, trunc_name, CachedFindings, ExplainError, ExplainOptions, ForEdit, RunStats};
+use super::report::{CachedFindings, KernelGroup, SourceLine};
+use super::{ExplainError, ExplainOptions, RunStats};
 use crate::analysis::LaunchAnalysis;
 use crate::llm::{Engine, Generate, SharedEngine};
 use crate::profile::Launch;
@@ -35,7 +37,7 @@ pub(super) fn answer_all(
     stats: &mut RunStats,
 ) -> Result<(Engine, Vec<CachedFindings>), ExplainError> {
     let mut engine = engine;
-    let slots = opts.concurrency.clamp(1, jobs.len().max(1));
+    let slots = opts.run.concurrency.clamp(1, jobs.len().max(1));
     if slots == 1 {
         let answers = jobs.iter().map(|job| answer_one(&mut engine, job, of, opts, stats)).collect::<Result<Vec<_>, _>>()?;
         return Ok((engine, answers));
@@ -89,18 +91,24 @@ fn answer_one(
     stats: &mut RunStats,
 ) -> Result<CachedFindings, ExplainError> {
     let started = Instant::now();
-    if opts.progress {
+    if opts.run.progress {
         eprintln!("keet: [{}/{of}] asking about {} ...", job.rank + 1, trunc_name(&job.group.name, 60));
     }
-    let mut found = explain_with_model(engine, job.launch, job.la, job.group, job.lines, opts, stats)?;
-    if let Some(loc) = job.located {
-        let asked = ForEdit { launch: job.launch, la: job.la, group: job.group, lines: job.lines, found: &found, located: loc };
-        found.code = Some(ask_for_edit(engine, asked, opts, stats)?);
-    }
+    let mut asking = Asking { engine, launch: job.launch, la: job.la, group: job.group, lines: job.lines, opts, stats };
+    let found = answer_kernel(&mut asking, job.located)?;
     stats.generate_s += started.elapsed().as_secs_f64();
-    if opts.progress {
+    if opts.run.progress {
         eprintln!("keet: [{}/{of}] done in {:.1} s", job.rank + 1, started.elapsed().as_secs_f64());
     }
     stats.kernels_asked += 1;
     Ok(found)
+}
+
+/// A kernel name cut to `max` characters for a progress line.
+fn trunc_name(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_string()
+    } else {
+        format!("{}...", name.chars().take(max).collect::<String>())
+    }
 }

@@ -107,6 +107,22 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     if let Some(d) = &la.device_name {
         let _ = writeln!(out, "GPU: {d}");
     }
+    write_launch_and_time(&mut out, f, group);
+    let _ = writeln!(out, "Regime: {}", regime_words(f, la));
+    write_units_and_occupancy(&mut out, f);
+    write_stalls_and_other_facts(&mut out, ctx);
+    write_problems(&mut out, ctx);
+    for m in &la.diagnosis.missing {
+        let _ = writeln!(out, "Not in the profile: {} (collect with `{}`)", m.what, m.ncu_option);
+    }
+    let (locations, source) = source_locations(lines);
+    let grounding = crate::grounding::Grounding::new(&format!("{out}\n{locations}"), &l.name);
+    KernelFacts { facts: out, source, grounding }
+}
+
+/// The facts block's launch shape and time lines.
+fn write_launch_and_time(out: &mut String, f: &crate::facts::Facts, group: &KernelGroup) {
+    use std::fmt::Write;
     let mut launch = Vec::new();
     if let (Some(g), Some(b)) = (&f.grid_blocks, &f.block_threads) {
         launch.push(format!("grid of {} blocks of {} threads", rules::fmt_num(g.value), rules::fmt_num(b.value)));
@@ -133,7 +149,11 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     if !time.is_empty() {
         let _ = writeln!(out, "Time: {}", time.join(", "));
     }
-    let regime = match (&f.bound, la.diagnosis.regime) {
+}
+
+/// The regime in words, with the busiest unit and its headroom when the profile has them.
+fn regime_words(f: &crate::facts::Facts, la: &LaunchAnalysis) -> String {
+    match (&f.bound, la.diagnosis.regime) {
         (_, "unknown") => "not diagnosed (the profile lacks the throughput sections)".to_string(),
         (Some(b), r) => match (b.busiest_unit, b.busiest_pct) {
             (Some(u), Some(p)) => {
@@ -142,8 +162,12 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
             _ => r.to_string(),
         },
         (None, r) => r.to_string(),
-    };
-    let _ = writeln!(out, "Regime: {regime}");
+    }
+}
+
+/// The facts block's throughput and occupancy lines.
+fn write_units_and_occupancy(out: &mut String, f: &crate::facts::Facts) {
+    use std::fmt::Write;
     let units: Vec<String> = [
         ("SM", &f.sm_throughput_pct),
         ("memory", &f.memory_throughput_pct),
@@ -176,6 +200,12 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     if !occ.is_empty() {
         let _ = writeln!(out, "Occupancy: {}", occ.join(", "));
     }
+}
+
+/// The facts block's warp stalls, and the other facts the problems cite or that are shares.
+fn write_stalls_and_other_facts(out: &mut String, ctx: &Context) {
+    use std::fmt::Write;
+    let f = ctx.facts;
     let stalls: Vec<String> = f
         .stalls
         .iter()
@@ -219,6 +249,11 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
     if !others.is_empty() {
         let _ = writeln!(out, "Other facts:\n{}", others.join("\n"));
     }
+}
+
+/// The problems the diagnosis found, with their bounds and what an expert would change.
+fn write_problems(out: &mut String, ctx: &Context) {
+    use std::fmt::Write;
     if !ctx.rules.is_empty() {
         let _ = writeln!(out, "Problems the diagnosis found, largest share of time first:");
         for (i, r) in ctx.rules.iter().enumerate() {
@@ -241,9 +276,12 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
             }
         }
     }
-    for m in &la.diagnosis.missing {
-        let _ = writeln!(out, "Not in the profile: {} (collect with `{}`)", m.what, m.ncu_option);
-    }
+}
+
+/// The hot source lines: where and how hot (for the grounding), and with their code (shown after
+/// the facts).
+fn source_locations(lines: &[SourceLine]) -> (String, String) {
+    use std::fmt::Write;
     let mut locations = String::new();
     let mut source = String::new();
     for s in lines.iter().take(5) {
@@ -259,8 +297,7 @@ pub fn kernel_facts(ctx: &Context, la: &LaunchAnalysis, group: &KernelGroup, lin
         let _ = writeln!(locations, "Source line {loc}: {share} of samples");
         let _ = writeln!(source, "- {loc} ({share} of samples): {}", s.text.trim());
     }
-    let grounding = crate::grounding::Grounding::new(&format!("{out}\n{locations}"), &l.name);
-    KernelFacts { facts: out, source, grounding }
+    (locations, source)
 }
 
 /// The cause-and-effect lines of `expert/mechanisms.toml` for a problem of `category`, with this

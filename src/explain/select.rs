@@ -120,23 +120,24 @@ pub fn group_kernels(profiles: &[Profile]) -> Vec<Group> {
 
 /// The groups that make up `coverage_pct` of the time, at most `top`; returns them and how many were skipped.
 pub fn choose(groups: &[Group], coverage_pct: f64, top: usize) -> (Vec<Group>, usize) {
-    let n = chosen_count(groups.iter().map(|g| &g.group), coverage_pct, top);
+    let n = chosen_count(groups.iter().map(|g| (g.group.total_duration_ns, g.group.time_share_pct)), coverage_pct, top);
     (groups[..n].to_vec(), groups.len() - n)
 }
 
-/// How many of the ranked `groups` (longest first) make up `coverage_pct` of the time, at most `top`.
-pub fn chosen_count<'a>(groups: impl Iterator<Item = &'a KernelGroup> + Clone, coverage_pct: f64, top: usize) -> usize {
+/// How many of the ranked groups, given as (total time in ns, share of all time in percent),
+/// longest first, make up `coverage_pct` of the time, at most `top`.
+pub fn chosen_count(ranked: impl Iterator<Item = (f64, f64)> + Clone, coverage_pct: f64, top: usize) -> usize {
     let mut n = 0;
     let mut covered = 0.0;
-    let has_time = groups.clone().any(|g| g.total_duration_ns > 0.0);
-    for g in groups {
+    let has_time = ranked.clone().any(|(total_ns, _)| total_ns > 0.0);
+    for (_, share_pct) in ranked {
         if n >= top.max(1) {
             break;
         }
         if has_time && covered >= coverage_pct {
             break;
         }
-        covered += g.time_share_pct;
+        covered += share_pct;
         n += 1;
     }
     n

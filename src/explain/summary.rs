@@ -58,6 +58,25 @@ const REGIME_WORDS: &[(&str, &str)] = &[
 pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
     use std::fmt::Write;
     let mut out = String::new();
+    write_profile_lines(&mut out, report);
+    let _ = writeln!(out, "Kernels explained, largest share of time first:");
+    let (names, mut expert) = write_kernel_lines(&mut out, report);
+    if let Some(first) = write_first_bound(&mut out, report) {
+        expert = first;
+    }
+    if let Some(p) = report.profile.findings.first() {
+        expert = format!("{} {expert}", p.claim);
+    }
+    let kernel_diagnoses = kernel_diagnoses(report);
+    // Identifiers anywhere in the block (kernels named by the profile-level findings too).
+    let identifiers = crate::grounding::identifiers(&format!("{names} {out}"));
+    let grounding = Grounding::new(&out, &format!("{names} {out}"));
+    SummaryFacts { facts: out, grounding, expert: expert.trim().to_string(), identifiers, kernel_diagnoses }
+}
+
+/// The profiled time, the time by kernel family, and the whole profile's findings.
+fn write_profile_lines(out: &mut String, report: &ExplainReport) {
+    use std::fmt::Write;
     let total = report.total_duration_ns;
     let _ = writeln!(out, "Profiled time: {}", prompt::duration(total));
     let families: Vec<String> = report
@@ -73,7 +92,13 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
     for p in &report.profile.findings {
         let _ = writeln!(out, "Whole profile, {}: {} {}", p.category.as_str(), p.claim, p.suggestion);
     }
-    let _ = writeln!(out, "Kernels explained, largest share of time first:");
+}
+
+/// One line per explained kernel: its share, verdict, bound and fix. The kernels' names, and the
+/// expert's summary (where to start: the first kernel).
+fn write_kernel_lines(out: &mut String, report: &ExplainReport) -> (String, String) {
+    use std::fmt::Write;
+    let total = report.total_duration_ns;
     let mut expert = String::new();
     let mut names = String::new();
     for k in &report.kernels {
@@ -105,39 +130,44 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
             };
         }
     }
-    // What to do first: the largest bound on saved time over every kernel of the report (explained
-    // or not), so neither the model nor the reader has to find the maximum.
-    let best = report.batch.as_ref().map(super::kernel_times).and_then(|times| {
+    (names, expert)
+}
+
+/// The largest bound on saved time over every kernel of the report (explained or not), so
+/// neither the model nor the reader has to find the maximum; the expert's summary that starts there.
+fn write_first_bound(out: &mut String, report: &ExplainReport) -> Option<String> {
+    use std::fmt::Write;
+    let total = report.total_duration_ns;
+    let best = report.batch.as_ref().map(super::assemble::kernel_times).and_then(|times| {
         times
             .into_iter()
             .filter(|k| k.gain_ns.is_some_and(|g| g > 0.0))
             .max_by(|a, b| a.gain_ns.unwrap_or(0.0).total_cmp(&b.gain_ns.unwrap_or(0.0)))
     });
-    if let (Some(first), true) = (&best, total > 0.0) {
-        let short = crate::rules::kind::short_kernel_name(&first.name);
-        let gain_ns = first.gain_ns.unwrap_or(0.0);
-        let pct = fmt_value(100.0 * gain_ns / total, "%");
-        let primary = first.primary.as_deref().unwrap_or("its primary problem");
-        // The bound in µs as the profile-level findings render it, so both name one number.
-        let _ = writeln!(
-            out,
-            "First, the largest bound on saved time: {short}, {primary}: fixing it saves at most {} µs ({pct} of the profiled time).",
-            crate::rules::fmt_num(gain_ns / 1000.0)
-        );
-        let fix = report
-            .kernels
-            .iter()
-            .find(|k| k.kernel.name == first.name)
-            .and_then(|k| k.analysis.findings.first())
-            .map(|f| format!(" {}", first_sentence(&f.suggestion)))
-            .unwrap_or_default();
-        expert = format!("Start with {short} ({primary}): fixing it saves at most {pct} of the profiled time.{fix}");
-    }
-    if let Some(p) = report.profile.findings.first() {
-        expert = format!("{} {expert}", p.claim);
-    }
-    // What the diagnosis calls each kernel: explained ones by their findings and regime, the
-    // others by their primary finding.
+    let (Some(first), true) = (&best, total > 0.0) else { return None };
+    let short = crate::rules::kind::short_kernel_name(&first.name);
+    let gain_ns = first.gain_ns.unwrap_or(0.0);
+    let pct = fmt_value(100.0 * gain_ns / total, "%");
+    let primary = first.primary.as_deref().unwrap_or("its primary problem");
+    // The bound in µs as the profile-level findings render it, so both name one number.
+    let _ = writeln!(
+        out,
+        "First, the largest bound on saved time: {short}, {primary}: fixing it saves at most {} µs ({pct} of the profiled time).",
+        crate::rules::fmt_num(gain_ns / 1000.0)
+    );
+    let fix = report
+        .kernels
+        .iter()
+        .find(|k| k.kernel.name == first.name)
+        .and_then(|k| k.analysis.findings.first())
+        .map(|f| format!(" {}", first_sentence(&f.suggestion)))
+        .unwrap_or_default();
+    Some(format!("Start with {short} ({primary}): fixing it saves at most {pct} of the profiled time.{fix}"))
+}
+
+/// What the diagnosis calls each kernel: explained ones by their findings and regime, the
+/// others by their primary finding.
+fn kernel_diagnoses(report: &ExplainReport) -> Vec<(String, Vec<String>)> {
     let mut kernel_diagnoses: Vec<(String, Vec<String>)> = Vec::new();
     for k in &report.kernels {
         let mut said: Vec<String> = k.analysis.findings.iter().map(|f| f.category.as_str().to_string()).collect();
@@ -148,17 +178,14 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
         kernel_diagnoses.push((crate::rules::kind::short_kernel_name(&k.kernel.name), said));
     }
     if let Some(batch) = &report.batch {
-        for k in super::kernel_times(batch) {
+        for k in super::assemble::kernel_times(batch) {
             let short = crate::rules::kind::short_kernel_name(&k.name);
             if let (false, Some(p)) = (kernel_diagnoses.iter().any(|(n, _)| *n == short), k.primary) {
                 kernel_diagnoses.push((short, vec![p]));
             }
         }
     }
-    // Identifiers anywhere in the block (kernels named by the profile-level findings too).
-    let identifiers = crate::grounding::identifiers(&format!("{names} {out}"));
-    let grounding = Grounding::new(&out, &format!("{names} {out}"));
-    SummaryFacts { facts: out, grounding, expert: expert.trim().to_string(), identifiers, kernel_diagnoses }
+    kernel_diagnoses
 }
 
 /// The first sentence of an expert text, ending with a period.

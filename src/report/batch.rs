@@ -206,7 +206,7 @@ pub struct BatchTable {
 }
 
 /// The settings a report was made with: everything besides the inputs that decides which
-/// kernels are explained and how. Shard reports merge only when these agree (except `shard`).
+/// kernels are explained and how (the explain stage's options hold them as they are recorded). Shard reports merge only when these agree (except `shard`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportSettings {
     pub coverage_pct: f64,
@@ -232,6 +232,25 @@ pub struct ReportSettings {
 
 fn default_edit() -> bool {
     true
+}
+
+/// `keet explain`'s defaults; the prompt hash and the count of input files are filled in by the run.
+impl Default for ReportSettings {
+    fn default() -> Self {
+        ReportSettings {
+            coverage_pct: 95.0,
+            top: 10,
+            max_findings: 1,
+            no_llm: false,
+            repair_attempts: 1,
+            source_files: vec![],
+            prompt_templates_sha256: String::new(),
+            shard: None,
+            input_files: 0,
+            prose: ProseMode::default(),
+            edit: default_edit(),
+        }
+    }
 }
 
 /// How the model writes the sentences of a finding (`--prose`). All three go through the same

@@ -4,7 +4,7 @@
 //! renders for that kernel. Bad ids and bad cache files exit 2 with a clear message.
 
 use keet::explain::report::{ExplainReport, EXPLAIN_SCHEMA};
-use keet::explain::{explain, ExplainOptions};
+use keet::explain::{explain, ExplainOptions, ReportSettings, RunOptions};
 use keet::render::explain::render_explain;
 use keet::render::Format;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,11 @@ fn stdout(o: &Output) -> String {
 }
 
 fn opts(cache: &Path) -> ExplainOptions {
-    ExplainOptions { no_llm: true, top: 3, cache: Some(cache.to_path_buf()), ..ExplainOptions::default() }
+    ExplainOptions {
+        settings: ReportSettings { no_llm: true, top: 3, ..ReportSettings::default() },
+        run: RunOptions { cache: Some(cache.to_path_buf()), ..RunOptions::default() },
+        ..ExplainOptions::default()
+    }
 }
 
 #[test]
@@ -122,7 +126,8 @@ fn explain_stores_show_prints_the_same_report_and_history_lists_it() {
     assert!(stdout(&keet(&["history", "no-such-kernel-anywhere"], &cache)).contains("No analyses match"));
 
     // --refresh recomputes and replaces: same number of entries, new ids.
-    let refreshed = ExplainOptions { refresh: true, ..opts(&cache) };
+    let mut refreshed = opts(&cache);
+    refreshed.run.refresh = true;
     let (r3, stats) = explain(std::slice::from_ref(&input), &refreshed).unwrap();
     assert_eq!(stats.kernels_from_cache, 0);
     let cache_db = keet::cache::Cache::open(&cache).unwrap();

@@ -102,11 +102,14 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
             // The same report in-process, from the cache the run filled: the summary's facts block,
             // and the summary checked against it (grounded numbers next to their meaning, words).
             let opts = keet::explain::ExplainOptions {
-                top: 2,
-                cache: Some(dir.path().join("cache.sqlite3")),
-                engine: keet::llm::EngineOptions {
-                    model: Some("qwen2.5-coder-1.5b-instruct".into()),
-                    threads: Some(2),
+                settings: keet::explain::ReportSettings { top: 2, ..Default::default() },
+                run: keet::explain::RunOptions {
+                    cache: Some(dir.path().join("cache.sqlite3")),
+                    engine: keet::llm::EngineOptions {
+                        model: Some("qwen2.5-coder-1.5b-instruct".into()),
+                        threads: Some(2),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 ..Default::default()
