@@ -7,6 +7,7 @@
 use super::factors::View;
 use super::members::Member;
 use super::{thresholds, Change, KernelSet, MemberRef, Pair, SetFinding};
+use crate::facts::FactKey;
 use crate::rules::fmt_num;
 
 /// A duration as reports show it (the renderers' `dur`: 2 decimals in s, ms, us; whole ns).
@@ -54,7 +55,7 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
             format!(
             "Compared on the {} facts every member has; left out (missing in some member, e.g. another ncu version or section set): {}.",
             compared.len(),
-            left_out.join(", ")
+            left_out.iter().map(|key| key.as_str()).collect::<Vec<_>>().join(", ")
         ),
         );
     }
@@ -81,17 +82,17 @@ fn short(m: &Member) -> String {
 }
 
 /// Facts present in every member, and those present in some only.
-fn shared_facts(ms: &[Member]) -> (Vec<String>, Vec<String>) {
+fn shared_facts(ms: &[Member]) -> (Vec<FactKey>, Vec<FactKey>) {
     let mut compared = Vec::new();
     let mut left = Vec::new();
-    let mut keys: Vec<&String> = ms.iter().flat_map(|m| m.facts.keys()).collect();
+    let mut keys: Vec<FactKey> = ms.iter().flat_map(|m| m.facts.keys().copied()).collect();
     keys.sort();
     keys.dedup();
     for k in keys {
-        if ms.iter().all(|m| m.facts.contains_key(k)) {
-            compared.push(k.clone());
+        if ms.iter().all(|m| m.facts.contains_key(&k)) {
+            compared.push(k);
         } else {
-            left.push(k.clone());
+            left.push(k);
         }
     }
     (compared, left)
@@ -126,7 +127,7 @@ fn bound_of(m: &Member) -> String {
 
 /// The facts (of `keys`, preferred order in `expert/sets.toml`) that differ most between two
 /// members, as "label a -> b unit", at most `n`.
-fn differing_facts(a: &Member, b: &Member, keys: &[String], n: usize) -> Vec<String> {
+fn differing_facts(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<String> {
     let mut scored: Vec<(f64, usize, String)> = Vec::new();
     for (rank, key) in thresholds().compared_facts.iter().enumerate() {
         if !keys.contains(key) {
@@ -136,7 +137,7 @@ fn differing_facts(a: &Member, b: &Member, keys: &[String], n: usize) -> Vec<Str
         if x <= 0.0 || y <= 0.0 || 100.0 * (x - y).abs() / x.max(y) < 5.0 {
             continue;
         }
-        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.clone(), String::new()));
+        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.to_string(), String::new()));
         let unit = if unit.is_empty() { String::new() } else { format!(" {unit}") };
         scored.push(((x / y).ln().abs(), rank, format!("{} {} -> {}{unit}", label.to_lowercase(), fmt_num(x), fmt_num(y))));
     }
@@ -144,7 +145,7 @@ fn differing_facts(a: &Member, b: &Member, keys: &[String], n: usize) -> Vec<Str
     scored.into_iter().take(n).map(|s| s.2).collect()
 }
 
-fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[String], per_thread: bool) -> String {
+fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: bool) -> String {
     // Time, or time per thread when the problem size varies (ns per thread, shown with 3 digits).
     let cost = |m: &Member| -> f64 {
         let d = m.duration_ns.unwrap_or(0.0);
@@ -300,7 +301,7 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
 }
 
 /// What each step of a version series changed in time and in the metrics (neighbours in order).
-fn steps(ms: &[Member], pairs: &[Pair], compared: &[String]) -> Vec<String> {
+fn steps(ms: &[Member], pairs: &[Pair], compared: &[FactKey]) -> Vec<String> {
     let mut out = Vec::new();
     for w in 0..ms.len().saturating_sub(1) {
         let (a, b) = (&ms[w], &ms[w + 1]);
