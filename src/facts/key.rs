@@ -184,6 +184,111 @@ mod tests {
         assert!(err.to_string().contains("`sm_throughput`"));
     }
 
+    /// Fields of `Facts` that templates read and that are no fact key (`facts.stalls`, `facts.roofline`).
+    const FACTS_FIELDS: &[&str] = &["bound", "stalls", "occupancy_limit", "artifacts", "roofline"];
+
+    /// Every key a table names that is no [`FactKey`], each as "FILE: unknown fact key `KEY`". Tables
+    /// (`.toml`) name keys in a condition's `fact` and `other` (`expert/comparisons.toml`), in arrays
+    /// of fields ending in `facts` (`expert/sets.toml`) and as `{key}` placeholders of a `hint`
+    /// (`expert/mechanisms.toml`); templates (`.jinja`) as `facts.KEY`, `facts.roofline.KEY` or
+    /// `facts["KEY"]`.
+    fn unknown_keys(file: &str, text: &str) -> Vec<String> {
+        let mut named: Vec<String> = Vec::new();
+        if file.ends_with(".toml") {
+            let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{file} does not parse: {e}"));
+            toml_keys(&toml::Value::Table(table), &mut named);
+        } else if file.ends_with(".jinja") {
+            template_keys(text, &mut named);
+        }
+        named.into_iter().filter(|name| name.parse::<FactKey>().is_err()).map(|name| format!("{file}: unknown fact key `{name}`")).collect()
+    }
+
+    fn toml_keys(value: &toml::Value, named: &mut Vec<String>) {
+        let strings = |value: &toml::Value| -> Vec<String> {
+            match value {
+                toml::Value::String(text) => vec![text.clone()],
+                toml::Value::Array(items) => items.iter().filter_map(|item| item.as_str().map(str::to_string)).collect(),
+                _ => Vec::new(),
+            }
+        };
+        match value {
+            toml::Value::Table(table) => {
+                for (field, inner) in table {
+                    let is_condition = table.contains_key("fact") && (field == "fact" || field == "other");
+                    if is_condition || field.ends_with("facts") {
+                        named.extend(strings(inner));
+                    } else if field == "hint" {
+                        named.extend(strings(inner).iter().flat_map(|hint| placeholders(hint)));
+                    }
+                    toml_keys(inner, named);
+                }
+            }
+            toml::Value::Array(items) => items.iter().for_each(|item| toml_keys(item, named)),
+            _ => {}
+        }
+    }
+
+    /// The names between `{` and `}` in a hint.
+    fn placeholders(hint: &str) -> Vec<String> {
+        hint.split('{').skip(1).filter_map(|part| part.split_once('}')).map(|(name, _)| name.to_string()).collect()
+    }
+
+    fn template_keys(text: &str, named: &mut Vec<String>) {
+        let access =
+            regex::Regex::new(r#"\bfacts(?:\.([a-z0-9_]+)(?:\.([a-z0-9_]+))?|\[["']([a-z0-9_]+)["']\])"#).expect("pattern compiles");
+        for found in access.captures_iter(text) {
+            let field = found.get(1).or(found.get(3)).map_or("", |m| m.as_str());
+            match (field, found.get(2)) {
+                ("roofline", Some(key)) => named.push(key.as_str().to_string()),
+                (field, _) if FACTS_FIELDS.contains(&field) => {}
+                (field, _) => named.push(field.to_string()),
+            }
+        }
+    }
+
+    /// Every file of `dir` (relative to the crate root), with its path and contents.
+    fn files_of(dir: &str) -> Vec<(String, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths: Vec<_> = std::fs::read_dir(root.join(dir)).expect("table directory").map(|e| e.expect("entry").path()).collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .filter(|path| path.is_file())
+            .map(|path| {
+                let name = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+                let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+                (name, text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_the_tables_and_templates_name_is_a_fact_key() {
+        let mut unknown = Vec::new();
+        let mut files = 0;
+        for dir in ["expert", "prompts", "src/render/templates"] {
+            for (file, text) in files_of(dir) {
+                files += 1;
+                unknown.extend(unknown_keys(&file, &text));
+            }
+        }
+        assert!(files >= 20, "the tables and templates were not found ({files} files)");
+        assert!(unknown.is_empty(), "{}", unknown.join("\n"));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_reported_with_its_file() {
+        let comparisons = "[[comparison]]\nwhen = [{ fact = \"dram_throughput\", op = \"<\", other = \"sm_count\" }]\n";
+        assert_eq!(unknown_keys("expert/comparisons.toml", comparisons), ["expert/comparisons.toml: unknown fact key `dram_throughput`"]);
+        let sets = "[thresholds]\ncompared_facts = [\"dram_bytes\", \"l2_hit_pct\"]\nwhy.other = \"not a key\"\n";
+        assert_eq!(unknown_keys("expert/sets.toml", sets), ["expert/sets.toml: unknown fact key `l2_hit_pct`"]);
+        let hints = "[[link]]\nhint = \"{waves_per_sm} waves on {sm_cnt} SMs\"\n";
+        assert_eq!(unknown_keys("expert/mechanisms.toml", hints), ["expert/mechanisms.toml: unknown fact key `sm_cnt`"]);
+        let template =
+            "{{ a.facts.registers_per_thread.value }} {{ a.facts.stalls }} {{ f.facts.roofline.pct_of_rof }} {{ facts[\"grid\"] }}";
+        assert_eq!(unknown_keys("t.jinja", template), ["t.jinja: unknown fact key `pct_of_rof`", "t.jinja: unknown fact key `grid`"]);
+    }
+
     #[test]
     fn serialises_as_its_string_form() {
         assert_eq!(serde_json::to_string(&FactKey::DramBytes).unwrap(), "\"dram_bytes\"");
