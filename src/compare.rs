@@ -16,7 +16,7 @@ use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::explain::report::Citation;
 use crate::explain::schema;
 use crate::explain::select::{self, Group};
-use crate::facts::{Fact, Facts};
+use crate::facts::{Fact, FactKey, Facts};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
 use crate::llm::template::ChatMessage;
 use crate::profile::{Launch, Profile};
@@ -44,31 +44,31 @@ pub const MAX_CITABLE: usize = 10;
 pub const REPAIR_ATTEMPTS: usize = 1;
 
 /// The facts compared for every matched kernel, in display order.
-pub const COMPARED_FACTS: &[&str] = &[
-    "sm_throughput_pct",
-    "memory_throughput_pct",
-    "dram_throughput_pct",
-    "l1_throughput_pct",
-    "l2_throughput_pct",
-    "dram_bytes",
-    "achieved_occupancy_pct",
-    "theoretical_occupancy_pct",
-    "registers_per_thread",
-    "shared_mem_per_block_bytes",
-    "global_load_bytes_per_sector",
-    "global_store_bytes_per_sector",
-    "global_load_sectors_per_request",
-    "global_store_sectors_per_request",
-    "global_excessive_sectors_pct",
-    "shared_bank_conflict_pct",
-    "active_threads_per_warp",
-    "warp_cycles_per_issue",
-    "issue_slots_busy_pct",
-    "waves_per_sm",
-    "tail_idle_pct",
-    "local_memory_sectors",
-    "spill_instructions",
-    "tensor_pipe_pct",
+pub const COMPARED_FACTS: &[FactKey] = &[
+    FactKey::SmThroughputPct,
+    FactKey::MemoryThroughputPct,
+    FactKey::DramThroughputPct,
+    FactKey::L1ThroughputPct,
+    FactKey::L2ThroughputPct,
+    FactKey::DramBytes,
+    FactKey::AchievedOccupancyPct,
+    FactKey::TheoreticalOccupancyPct,
+    FactKey::RegistersPerThread,
+    FactKey::SharedMemPerBlockBytes,
+    FactKey::GlobalLoadBytesPerSector,
+    FactKey::GlobalStoreBytesPerSector,
+    FactKey::GlobalLoadSectorsPerRequest,
+    FactKey::GlobalStoreSectorsPerRequest,
+    FactKey::GlobalExcessiveSectorsPct,
+    FactKey::SharedBankConflictPct,
+    FactKey::ActiveThreadsPerWarp,
+    FactKey::WarpCyclesPerIssue,
+    FactKey::IssueSlotsBusyPct,
+    FactKey::WavesPerSm,
+    FactKey::TailIdlePct,
+    FactKey::LocalMemorySectors,
+    FactKey::SpillInstructions,
+    FactKey::TensorPipePct,
 ];
 
 /// How to compare.
@@ -400,7 +400,7 @@ fn stall_fact(facts: &Facts, launch: &Launch, reason: &str) -> Option<Fact> {
     let m = launch.metrics.get(&name)?;
     let v = m.as_f64()?;
     Some(Fact {
-        key: "stall",
+        key: crate::facts::stall_key(reason),
         label: "Stall cycles per issued instruction",
         value: v,
         unit: "cycle",
@@ -432,7 +432,7 @@ fn metric_deltas(b: &LaunchAnalysis, bl: &Launch, a: &LaunchAnalysis, al: &Launc
         _ => one_sided.push(key),
     };
     for key in COMPARED_FACTS {
-        push(key.to_string(), b.facts.get(key).cloned(), a.facts.get(key).cloned(), None);
+        push(key.to_string(), b.facts.get(*key).cloned(), a.facts.get(*key).cloned(), None);
     }
     // The top stall reason of either side, compared on both.
     let mut reasons: Vec<String> = Vec::new();

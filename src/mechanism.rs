@@ -5,7 +5,7 @@
 //! shown sentence (links facts, restates a fact, general) and gives the prompt the cause-and-effect
 //! lines of a kernel's own facts. All checks are prose-gate checks ([`crate::prose`]).
 
-use crate::facts::{BoundKind, Facts};
+use crate::facts::{BoundKind, FactKey, Facts};
 use crate::rules::Category;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -490,7 +490,7 @@ pub fn wrong_roles(text: &str) -> Vec<String> {
 
 /// The cause-and-effect lines the prompt shows for a problem of `category`: the table's hints whose
 /// facts this kernel has, with its values written by `render` (`None` for a fact it lacks).
-pub fn hints(category: Category, render: impl Fn(&str) -> Option<String>) -> Vec<String> {
+pub fn hints(category: Category, render: impl Fn(FactKey) -> Option<String>) -> Vec<String> {
     let mut out = Vec::new();
     for l in loaded().table.link.iter().filter(|l| l.categories.iter().any(|c| c == category.as_str())) {
         let Some(hint) = &l.hint else { continue };
@@ -501,14 +501,15 @@ pub fn hints(category: Category, render: impl Fn(&str) -> Option<String>) -> Vec
     out
 }
 
-/// `template` with each `{fact_key}` replaced by `render(fact_key)`; `None` when one is missing.
-fn fill(template: &str, render: &impl Fn(&str) -> Option<String>) -> Option<String> {
+/// `template` with each `{fact_key}` replaced by `render(fact_key)`; `None` when one is missing or
+/// names no fact key (the tests check that every hint's keys parse).
+fn fill(template: &str, render: &impl Fn(FactKey) -> Option<String>) -> Option<String> {
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         let close = rest[open..].find('}')? + open;
         out.push_str(&rest[..open]);
-        out.push_str(&render(&rest[open + 1..close])?);
+        out.push_str(&render(rest[open + 1..close].parse().ok()?)?);
         rest = &rest[close + 1..];
     }
     out.push_str(rest);
@@ -637,8 +638,8 @@ mod tests {
     #[test]
     fn hints_fill_the_kernels_values_and_skip_missing_facts() {
         let h = hints(Category::OccupancyRegisters, |k| match k {
-            "registers_per_thread" => Some("168".into()),
-            "theoretical_occupancy_pct" => Some("25%".into()),
+            FactKey::RegistersPerThread => Some("168".into()),
+            FactKey::TheoreticalOccupancyPct => Some("25%".into()),
             _ => None,
         });
         assert!(h.iter().any(|l| l == "168 registers per thread cap theoretical occupancy at 25%"), "{h:?}");

@@ -201,7 +201,7 @@ impl Gate {
 
     /// Is `token` (one whitespace-separated token, punctuation stripped, original case) acceptable?
     fn token_ok(&self, ctx: &Context, token: &str) -> bool {
-        if ctx.launch.metrics.contains_key(token) || ctx.facts.get(token).is_some() {
+        if ctx.launch.metrics.contains_key(token) || ctx.facts.get_named(token).is_some() {
             return true;
         }
         self.token_ok_in(&crate::grounding::identifiers(&ctx.launch.name), token)
@@ -250,7 +250,7 @@ impl Gate {
         for r in ctx.rules.iter().filter(|r| r.category == category) {
             let mut text = r.claim.clone();
             for key in &r.facts {
-                if let Some(f) = ctx.facts.get(key) {
+                if let Some(f) = ctx.facts.get(*key) {
                     text.push(' ');
                     text.push_str(f.label);
                 }

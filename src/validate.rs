@@ -11,7 +11,7 @@
 //! Each failure is a reason naming the metric, value or word at fault.
 
 use crate::explain::report::{Citation, Finding};
-use crate::facts::{BoundKind, Facts, Limiter};
+use crate::facts::{BoundKind, FactKey, Facts, Limiter};
 use crate::profile::Launch;
 use crate::rules::{self, Category};
 use std::collections::BTreeSet;
@@ -48,13 +48,13 @@ struct Comparison {
 
 #[derive(Debug, serde::Deserialize)]
 struct Condition {
-    fact: String,
+    fact: FactKey,
     op: String,
     #[serde(default)]
     value: Option<f64>,
     /// Compare with another fact instead of a number.
     #[serde(default)]
-    other: Option<String>,
+    other: Option<FactKey>,
 }
 
 fn table() -> &'static ComparisonTable {
@@ -131,7 +131,7 @@ pub fn comparison_errors(ctx: &Context, text: &str) -> Vec<String> {
                 let facts: Vec<String> = c
                     .when
                     .iter()
-                    .filter_map(|cond| ctx.facts.get(&cond.fact).map(|f| format!("{} is {} {}", f.label, rules::fmt_num(f.value), f.unit)))
+                    .filter_map(|cond| ctx.facts.get(cond.fact).map(|f| format!("{} is {} {}", f.label, rules::fmt_num(f.value), f.unit)))
                     .collect();
                 reasons.push(if facts.is_empty() {
                     format!("\"{phrase}\" is not supported: the profile has none of the facts it needs ({})", c.means)
@@ -147,9 +147,9 @@ pub fn comparison_errors(ctx: &Context, text: &str) -> Vec<String> {
 
 /// Whether one condition holds; `None` when a fact it needs is absent.
 fn holds(ctx: &Context, cond: &Condition) -> Option<bool> {
-    let lhs = ctx.facts.get(&cond.fact)?.value;
+    let lhs = ctx.facts.get(cond.fact)?.value;
     let rhs = match (&cond.other, cond.value) {
-        (Some(o), _) => ctx.facts.get(o)?.value,
+        (Some(o), _) => ctx.facts.get(*o)?.value,
         (None, Some(v)) => v,
         (None, None) => return None,
     };
@@ -180,7 +180,7 @@ impl<'a> Context<'a> {
         let mut out = BTreeSet::new();
         for r in self.rules.iter().filter(|r| r.category == c) {
             for key in &r.facts {
-                if let Some(f) = self.facts.get(key) {
+                if let Some(f) = self.facts.get(*key) {
                     for e in &f.evidence {
                         if self.launch.metrics.contains_key(&e.metric) {
                             out.insert(e.metric.clone());
@@ -266,7 +266,7 @@ pub fn check_citation(ctx: &Context, c: &Citation) -> Option<String> {
         }
         return None;
     }
-    if let Some(f) = ctx.facts.get(&c.metric) {
+    if let Some(f) = ctx.facts.get_named(&c.metric) {
         if !value_matches(c.value, f.value) {
             return Some(format!(
                 "fact {} is {} {}, not {} {}",

@@ -4,6 +4,7 @@
 use super::report::{KernelGroup, SourceLine};
 use super::schema;
 use crate::analysis::LaunchAnalysis;
+use crate::facts::FactKey;
 use crate::rules;
 use crate::validate::Context;
 use minijinja::Environment;
@@ -221,25 +222,25 @@ fn write_stalls_and_other_facts(out: &mut String, ctx: &Context) {
         let _ = writeln!(out, "Warp stalls (share of stall cycles): {}", stalls.join("; "));
     }
     let shown = [
-        "duration_ns",
-        "sm_throughput_pct",
-        "memory_throughput_pct",
-        "dram_throughput_pct",
-        "l1_throughput_pct",
-        "l2_throughput_pct",
-        "achieved_occupancy_pct",
-        "theoretical_occupancy_pct",
-        "registers_per_thread",
-        "shared_mem_per_block_bytes",
-        "grid_blocks",
-        "block_threads",
-        "sm_count",
-        "waves_per_sm",
-        "sm_clock_hz",
-        "elapsed_cycles",
-        "warp_instructions",
+        FactKey::DurationNs,
+        FactKey::SmThroughputPct,
+        FactKey::MemoryThroughputPct,
+        FactKey::DramThroughputPct,
+        FactKey::L1ThroughputPct,
+        FactKey::L2ThroughputPct,
+        FactKey::AchievedOccupancyPct,
+        FactKey::TheoreticalOccupancyPct,
+        FactKey::RegistersPerThread,
+        FactKey::SharedMemPerBlockBytes,
+        FactKey::GridBlocks,
+        FactKey::BlockThreads,
+        FactKey::SmCount,
+        FactKey::WavesPerSm,
+        FactKey::SmClockHz,
+        FactKey::ElapsedCycles,
+        FactKey::WarpInstructions,
     ];
-    let cited: Vec<&str> = ctx.rules.iter().flat_map(|r| r.facts.iter().copied()).collect();
+    let cited: Vec<FactKey> = ctx.rules.iter().flat_map(|r| r.facts.iter().copied()).collect();
     let others: Vec<String> = f
         .all()
         .into_iter()
@@ -304,7 +305,7 @@ fn source_locations(lines: &[SourceLine]) -> (String, String) {
 /// kernel's values written as its facts block writes them; a line whose numbers the block does not
 /// show (`grounding`) is left out.
 pub fn cause_and_effect(ctx: &Context, grounding: &crate::grounding::Grounding, category: rules::Category) -> Vec<String> {
-    let value = |key: &str| {
+    let value = |key: FactKey| {
         let f = ctx.facts.get(key)?;
         Some(match f.unit {
             "%" => fmt_value(f.value, "%"),

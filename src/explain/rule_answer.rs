@@ -12,7 +12,7 @@ use crate::rules;
 pub fn from_rule(la: &LaunchAnalysis, launch: &Launch, r: &rules::Finding, lines: &[SourceLine]) -> ShownFinding {
     let mut evidence = Vec::new();
     for key in &r.facts {
-        if let Some(f) = la.facts.get(key) {
+        if let Some(f) = la.facts.get(*key) {
             for e in &f.evidence {
                 if let Some(m) = launch.metrics.get(&e.metric) {
                     if let Some(v) = m.as_f64() {

@@ -40,7 +40,7 @@ pub fn citables(ctx: &Context, category: crate::rules::Category) -> Vec<Citable>
     let mut out: Vec<Citable> = Vec::new();
     for r in ctx.rules.iter().filter(|r| r.category == category) {
         for key in &r.facts {
-            let Some(f) = ctx.facts.get(key) else { continue };
+            let Some(f) = ctx.facts.get(*key) else { continue };
             for e in &f.evidence {
                 let Some(m) = ctx.launch.metrics.get(&e.metric) else { continue };
                 let Some(v) = m.as_f64() else { continue };

@@ -1,7 +1,9 @@
 //! The catalogue of facts copied from one metric: each fact's key, label, unit and the metric names
 //! tried for it, in order of preference (the name Nsight Compute's sections use first, then older or
 //! alternative names). Facts computed from several metrics are derived by the family functions in
-//! [`super::families`]; their keys are listed in [`DERIVED_KEYS`] so every key keet emits is here.
+//! [`super::families`]; every key keet emits, catalogued or derived, is a [`FactKey`].
+
+use super::FactKey;
 
 /// How a catalogued metric is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +23,7 @@ pub enum Read {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FactSpec {
     /// Stable identifier used by rules, prompts, the validator and the JSON output.
-    pub key: &'static str,
+    pub key: FactKey,
     /// Human label.
     pub label: &'static str,
     /// Unit of the value.
@@ -31,23 +33,29 @@ pub struct FactSpec {
     pub read: Read,
 }
 
-const fn spec(key: &'static str, label: &'static str, unit: &'static str, metrics: &'static [&'static str], read: Read) -> FactSpec {
+const fn spec(key: FactKey, label: &'static str, unit: &'static str, metrics: &'static [&'static str], read: Read) -> FactSpec {
     FactSpec { key, label, unit, metrics, read }
 }
 
 /// Every fact read from a single metric.
 pub const CATALOGUE: &[FactSpec] = &[
-    spec("duration_ns", "Duration", "ns", &["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"], Read::Nanoseconds),
-    spec("sm_throughput_pct", "Compute (SM) throughput", "%", &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
     spec(
-        "memory_throughput_pct",
+        FactKey::DurationNs,
+        "Duration",
+        "ns",
+        &["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"],
+        Read::Nanoseconds,
+    ),
+    spec(FactKey::SmThroughputPct, "Compute (SM) throughput", "%", &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
+    spec(
+        FactKey::MemoryThroughputPct,
         "Memory throughput",
         "%",
         &["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
         Read::Percent,
     ),
     spec(
-        "dram_throughput_pct",
+        FactKey::DramThroughputPct,
         "DRAM throughput",
         "%",
         &[
@@ -58,39 +66,39 @@ pub const CATALOGUE: &[FactSpec] = &[
         Read::Percent,
     ),
     spec(
-        "l1_throughput_pct",
+        FactKey::L1ThroughputPct,
         "L1/TEX cache throughput",
         "%",
         &["l1tex__throughput.avg.pct_of_peak_sustained_elapsed", "l1tex__throughput.avg.pct_of_peak_sustained_active"],
         Read::Percent,
     ),
-    spec("l2_throughput_pct", "L2 cache throughput", "%", &["lts__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
+    spec(FactKey::L2ThroughputPct, "L2 cache throughput", "%", &["lts__throughput.avg.pct_of_peak_sustained_elapsed"], Read::Percent),
     spec(
-        "l1_hit_rate_pct",
+        FactKey::L1HitRatePct,
         "L1 hit rate (global loads)",
         "%",
         &["l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct", "l1tex__t_sector_hit_rate.pct"],
         Read::Percent,
     ),
-    spec("achieved_occupancy_pct", "Achieved occupancy", "%", &["sm__warps_active.avg.pct_of_peak_sustained_active"], Read::Percent),
-    spec("theoretical_occupancy_pct", "Theoretical occupancy", "%", &["sm__maximum_warps_per_active_cycle_pct"], Read::Percent),
-    spec("registers_per_thread", "Registers per thread", "register/thread", &["launch__registers_per_thread"], Read::Copy),
+    spec(FactKey::AchievedOccupancyPct, "Achieved occupancy", "%", &["sm__warps_active.avg.pct_of_peak_sustained_active"], Read::Percent),
+    spec(FactKey::TheoreticalOccupancyPct, "Theoretical occupancy", "%", &["sm__maximum_warps_per_active_cycle_pct"], Read::Percent),
+    spec(FactKey::RegistersPerThread, "Registers per thread", "register/thread", &["launch__registers_per_thread"], Read::Copy),
     spec(
-        "shared_mem_per_block_bytes",
+        FactKey::SharedMemPerBlockBytes,
         "Shared memory per block",
         "byte",
         &["launch__shared_mem_per_block", "launch__shared_mem_per_block_static"],
         Read::Bytes,
     ),
     spec(
-        "warp_cycles_per_issue",
+        FactKey::WarpCyclesPerIssue,
         "Warp cycles per issued instruction",
         "cycle",
         &["smsp__average_warp_latency_per_inst_issued.ratio", "smsp__average_warps_active_per_inst_executed.ratio"],
         Read::Copy,
     ),
     spec(
-        "issue_slots_busy_pct",
+        FactKey::IssueSlotsBusyPct,
         "Issue slots busy",
         "%",
         &[
@@ -101,43 +109,49 @@ pub const CATALOGUE: &[FactSpec] = &[
         Read::Percent,
     ),
     spec(
-        "global_load_bytes_per_sector",
+        FactKey::GlobalLoadBytesPerSector,
         "Bytes used per sector (global loads)",
         "byte/sector",
         &["smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"],
         Read::Copy,
     ),
     spec(
-        "global_store_bytes_per_sector",
+        FactKey::GlobalStoreBytesPerSector,
         "Bytes used per sector (global stores)",
         "byte/sector",
         &["smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"],
         Read::Copy,
     ),
     spec(
-        "active_threads_per_warp",
+        FactKey::ActiveThreadsPerWarp,
         "Active threads per warp instruction",
         "thread",
         &["smsp__thread_inst_executed_pred_on_per_inst_executed.ratio", "smsp__thread_inst_executed_per_inst_executed.ratio"],
         Read::Copy,
     ),
-    spec("branch_uniform_pct", "Uniform branch targets", "%", &["smsp__sass_average_branch_targets_threads_uniform.pct"], Read::Percent),
     spec(
-        "divergent_branch_targets",
+        FactKey::BranchUniformPct,
+        "Uniform branch targets",
+        "%",
+        &["smsp__sass_average_branch_targets_threads_uniform.pct"],
+        Read::Percent,
+    ),
+    spec(
+        FactKey::DivergentBranchTargets,
         "Divergent branch targets",
         "branch",
         &["smsp__sass_branch_targets_threads_divergent.sum", "smsp__branch_targets_threads_divergent"],
         Read::Copy,
     ),
     spec(
-        "spill_instructions",
+        FactKey::SpillInstructions,
         "Register-spilling instructions",
         "inst",
         &["sass__inst_executed_register_spilling", "derived__local_spilling_requests"],
         Read::Copy,
     ),
     spec(
-        "tensor_pipe_pct",
+        FactKey::TensorPipePct,
         "Tensor pipe utilisation",
         "%",
         &[
@@ -149,7 +163,7 @@ pub const CATALOGUE: &[FactSpec] = &[
         Read::Percent,
     ),
     spec(
-        "fp64_pipe_pct",
+        FactKey::Fp64PipePct,
         "FP64 pipe utilisation",
         "%",
         &[
@@ -160,7 +174,7 @@ pub const CATALOGUE: &[FactSpec] = &[
         Read::Percent,
     ),
     spec(
-        "l2_atomic_busy_pct",
+        FactKey::L2AtomicBusyPct,
         "L2 atomic unit busy (busiest slice)",
         "%",
         // The busiest slice shows contention on one address; the average hides it.
@@ -170,13 +184,25 @@ pub const CATALOGUE: &[FactSpec] = &[
         ],
         Read::Percent,
     ),
-    spec("global_load_sectors", "Global load sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], Read::Copy),
-    spec("global_store_sectors", "Global store sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], Read::Copy),
-    spec("warp_instructions", "Warp instructions executed", "inst", &["smsp__inst_executed.sum", "sm__inst_executed.sum"], Read::Copy),
-    spec("sm_count", "SMs on the device", "SM", &["launch__sm_count", "device__attribute_multiprocessor_count"], Read::Copy),
-    spec("waves_per_sm", "Waves per SM", "wave", &["launch__waves_per_multiprocessor"], Read::Copy),
+    spec(FactKey::GlobalLoadSectors, "Global load sectors (L1)", "sector", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], Read::Copy),
     spec(
-        "fp32_to_fp64_ratio",
+        FactKey::GlobalStoreSectors,
+        "Global store sectors (L1)",
+        "sector",
+        &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"],
+        Read::Copy,
+    ),
+    spec(
+        FactKey::WarpInstructions,
+        "Warp instructions executed",
+        "inst",
+        &["smsp__inst_executed.sum", "sm__inst_executed.sum"],
+        Read::Copy,
+    ),
+    spec(FactKey::SmCount, "SMs on the device", "SM", &["launch__sm_count", "device__attribute_multiprocessor_count"], Read::Copy),
+    spec(FactKey::WavesPerSm, "Waves per SM", "wave", &["launch__waves_per_multiprocessor"], Read::Copy),
+    spec(
+        FactKey::Fp32ToFp64Ratio,
         "FP32 to FP64 throughput ratio of the GPU",
         "ratio",
         &["device__attribute_single_to_double_precision_perf_ratio"],
@@ -184,44 +210,8 @@ pub const CATALOGUE: &[FactSpec] = &[
     ),
 ];
 
-/// Keys of the facts computed from several metrics (or from the launch's identity), by family.
-pub const DERIVED_KEYS: &[&str] = &[
-    "global_load_sectors_per_request",
-    "global_store_sectors_per_request",
-    "global_excessive_sectors_pct",
-    "shared_bank_conflict_pct",
-    "shared_bank_conflicts",
-    "shared_excess_wavefronts",
-    "block_threads",
-    "grid_blocks",
-    "tail_idle_pct",
-    "local_memory_sectors",
-    "local_memory_instructions",
-    "local_traffic_pct",
-    "atomic_requests",
-    "atomic_sectors_per_request",
-    "sm_clock_hz",
-    "elapsed_cycles",
-    "divergent_branch_pct",
-    "busiest_pipe_pct",
-    "stall_memory_share_pct",
-    "stall_shared_share_pct",
-    "stall_drain_share_pct",
-    "occupancy_limit_blocks_per_sm",
-    "fp64_flop",
-    "fp32_flop",
-    "fp16_flop",
-    "fma_flop_share_pct",
-    "dram_bytes",
-    "arithmetic_intensity",
-    "achieved_flop_per_s",
-    "peak_fp32_flop_per_s",
-    "peak_dram_bytes_per_s",
-    "pct_of_roof",
-];
-
-/// The catalogue entry for `key`.
-pub fn spec_of(key: &str) -> Option<&'static FactSpec> {
+/// The catalogue entry for `key` (`None` for a derived fact).
+pub fn spec_of(key: FactKey) -> Option<&'static FactSpec> {
     CATALOGUE.iter().find(|s| s.key == key)
 }
 
@@ -231,11 +221,11 @@ mod tests {
 
     #[test]
     fn keys_are_unique() {
-        let mut keys: Vec<&str> = CATALOGUE.iter().map(|s| s.key).chain(DERIVED_KEYS.iter().copied()).collect();
+        let mut keys: Vec<FactKey> = CATALOGUE.iter().map(|s| s.key).collect();
         let n = keys.len();
         keys.sort();
         keys.dedup();
-        assert_eq!(keys.len(), n, "a fact key is defined twice");
+        assert_eq!(keys.len(), n, "a fact key is catalogued twice");
         assert!(CATALOGUE.iter().all(|s| !s.metrics.is_empty() && !s.label.is_empty()));
     }
 }

@@ -3,31 +3,31 @@
 //! pipes, clock and roofline. Each reads the metrics it needs (in order of preference) and fills its
 //! fields of [`Facts`]; a fact whose metrics are missing stays `None`.
 
-use super::{derived, Artifact, Evidence, Fact, Facts, Limiter, OccupancyLimit, Reader, Roofline, Stall, MAX_PCT_OF_PEAK};
+use super::{derived, Artifact, Evidence, Fact, FactKey, Facts, Limiter, OccupancyLimit, Reader, Roofline, Stall, MAX_PCT_OF_PEAK};
 use crate::profile::Unit;
 
 /// Speed of light: SM, memory, DRAM, L1 and L2 throughput (elapsed-based first).
 pub(super) fn throughput(r: &Reader, f: &mut Facts) {
-    f.duration_ns = r.spec("duration_ns");
-    f.sm_throughput_pct = r.spec("sm_throughput_pct");
-    f.memory_throughput_pct = r.spec("memory_throughput_pct");
-    f.dram_throughput_pct = r.spec("dram_throughput_pct");
-    f.l1_throughput_pct = r.spec("l1_throughput_pct");
-    f.l2_throughput_pct = r.spec("l2_throughput_pct");
+    f.duration_ns = r.spec(FactKey::DurationNs);
+    f.sm_throughput_pct = r.spec(FactKey::SmThroughputPct);
+    f.memory_throughput_pct = r.spec(FactKey::MemoryThroughputPct);
+    f.dram_throughput_pct = r.spec(FactKey::DramThroughputPct);
+    f.l1_throughput_pct = r.spec(FactKey::L1ThroughputPct);
+    f.l2_throughput_pct = r.spec(FactKey::L2ThroughputPct);
     // DRAM from the DRAM table alone (read and write shares of peak add up to the throughput).
     if f.dram_throughput_pct.is_none() {
         if let Some((sum, ev)) =
             r.sum(&["dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "dram__bytes_write.sum.pct_of_peak_sustained_elapsed"])
         {
             if sum <= MAX_PCT_OF_PEAK {
-                f.dram_throughput_pct = derived("dram_throughput_pct", "DRAM throughput (read + write)", "%", sum, ev);
+                f.dram_throughput_pct = derived(FactKey::DramThroughputPct, "DRAM throughput (read + write)", "%", sum, ev);
             }
         }
     }
     // L2 from the memory chart's L2 counters when the speed-of-light breakdown is missing.
     if f.l2_throughput_pct.is_none() {
         f.l2_throughput_pct = r.pct(
-            "l2_throughput_pct",
+            FactKey::L2ThroughputPct,
             "L2 cache throughput (L2 sectors / xbar)",
             &[
                 "lts__t_sectors.avg.pct_of_peak_sustained_elapsed",
@@ -75,17 +75,17 @@ pub(super) fn combined_memory(f: &mut Facts) {
             .max_by(|a, b| a.value.total_cmp(&b.value));
         if let Some(b) = best {
             f.memory_throughput_pct =
-                derived("memory_throughput_pct", "Memory throughput (busiest memory unit measured)", "%", b.value, b.evidence.clone());
+                derived(FactKey::MemoryThroughputPct, "Memory throughput (busiest memory unit measured)", "%", b.value, b.evidence.clone());
         }
     }
 }
 
 /// Occupancy: achieved, theoretical, the resource limiting blocks per SM, registers and shared memory.
 pub(super) fn occupancy(r: &Reader, f: &mut Facts) {
-    f.achieved_occupancy_pct = r.spec("achieved_occupancy_pct");
-    f.theoretical_occupancy_pct = r.spec("theoretical_occupancy_pct");
-    f.registers_per_thread = r.spec("registers_per_thread");
-    f.shared_mem_per_block_bytes = r.spec("shared_mem_per_block_bytes");
+    f.achieved_occupancy_pct = r.spec(FactKey::AchievedOccupancyPct);
+    f.theoretical_occupancy_pct = r.spec(FactKey::TheoreticalOccupancyPct);
+    f.registers_per_thread = r.spec(FactKey::RegistersPerThread);
+    f.shared_mem_per_block_bytes = r.spec(FactKey::SharedMemPerBlockBytes);
     // The resource allowing the fewest blocks per SM.
     let limits = [
         (Limiter::Registers, "launch__occupancy_limit_registers"),
@@ -107,7 +107,7 @@ pub(super) fn occupancy(r: &Reader, f: &mut Facts) {
         f.occupancy_limit = Some(OccupancyLimit {
             limiter,
             blocks_per_sm: Fact {
-                key: "occupancy_limit_blocks_per_sm",
+                key: FactKey::OccupancyLimitBlocksPerSm,
                 label: "Blocks per SM allowed by the limiter",
                 value: v,
                 unit: "block",
@@ -119,12 +119,12 @@ pub(super) fn occupancy(r: &Reader, f: &mut Facts) {
 
 /// Issue rate, active lanes and branch divergence.
 pub(super) fn issue_and_divergence(r: &Reader, f: &mut Facts) {
-    f.warp_cycles_per_issue = r.spec("warp_cycles_per_issue");
-    f.issue_slots_busy_pct = r.spec("issue_slots_busy_pct");
-    f.active_threads_per_warp = r.spec("active_threads_per_warp");
-    f.branch_uniform_pct = r.spec("branch_uniform_pct");
-    f.divergent_branch_targets = r.spec("divergent_branch_targets");
-    f.warp_instructions = r.spec("warp_instructions");
+    f.warp_cycles_per_issue = r.spec(FactKey::WarpCyclesPerIssue);
+    f.issue_slots_busy_pct = r.spec(FactKey::IssueSlotsBusyPct);
+    f.active_threads_per_warp = r.spec(FactKey::ActiveThreadsPerWarp);
+    f.branch_uniform_pct = r.spec(FactKey::BranchUniformPct);
+    f.divergent_branch_targets = r.spec(FactKey::DivergentBranchTargets);
+    f.warp_instructions = r.spec(FactKey::WarpInstructions);
     // Branch divergence from the target counts (when the `.pct` form was not collected).
     if let (Some((d, e1)), Some((u, e2))) = (
         r.num(&["smsp__sass_branch_targets_threads_divergent.sum", "smsp__branch_targets_threads_divergent"]),
@@ -132,11 +132,11 @@ pub(super) fn issue_and_divergence(r: &Reader, f: &mut Facts) {
     ) {
         if d + u > 0.0 {
             f.divergent_branch_pct =
-                derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 * d / (d + u), vec![e1, e2]);
+                derived(FactKey::DivergentBranchPct, "Divergent branch targets (share)", "%", 100.0 * d / (d + u), vec![e1, e2]);
         }
     } else if let Some(u) = &f.branch_uniform_pct {
         f.divergent_branch_pct =
-            derived("divergent_branch_pct", "Divergent branch targets (share)", "%", 100.0 - u.value, u.evidence.clone());
+            derived(FactKey::DivergentBranchPct, "Divergent branch targets (share)", "%", 100.0 - u.value, u.evidence.clone());
     }
 }
 
@@ -145,20 +145,20 @@ pub(super) fn issue_and_divergence(r: &Reader, f: &mut Facts) {
 /// L2-side sectors (`lts__t_sectors_srcunit_tex_op_*`, `l1tex__m_*2xbar*`) over L1's request counts
 /// when the L1 tables were not collected; the fact's label says which.
 pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
-    f.global_load_bytes_per_sector = r.spec("global_load_bytes_per_sector");
-    f.global_store_bytes_per_sector = r.spec("global_store_bytes_per_sector");
-    f.l1_hit_rate_pct = r.spec("l1_hit_rate_pct");
+    f.global_load_bytes_per_sector = r.spec(FactKey::GlobalLoadBytesPerSector);
+    f.global_store_bytes_per_sector = r.spec(FactKey::GlobalStoreBytesPerSector);
+    f.l1_hit_rate_pct = r.spec(FactKey::L1HitRatePct);
     // Bytes per sector as a percentage of the 32-byte sector (the `.pct` form of the same metric).
     for (slot, key, label, name) in [
         (
             &mut f.global_load_bytes_per_sector,
-            "global_load_bytes_per_sector",
+            FactKey::GlobalLoadBytesPerSector,
             "Bytes used per sector (global loads)",
             "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
         ),
         (
             &mut f.global_store_bytes_per_sector,
-            "global_store_bytes_per_sector",
+            FactKey::GlobalStoreBytesPerSector,
             "Bytes used per sector (global stores)",
             "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct",
         ),
@@ -169,10 +169,10 @@ pub(super) fn access_pattern(r: &Reader, f: &mut Facts) {
             }
         }
     }
-    f.global_load_sectors = r.spec("global_load_sectors");
-    f.global_store_sectors = r.spec("global_store_sectors");
+    f.global_load_sectors = r.spec(FactKey::GlobalLoadSectors);
+    f.global_store_sectors = r.spec(FactKey::GlobalStoreSectors);
 
-    let (ld, st) = ("global_load_sectors_per_request", "global_store_sectors_per_request");
+    let (ld, st) = (FactKey::GlobalLoadSectorsPerRequest, FactKey::GlobalStoreSectorsPerRequest);
     f.global_load_sectors_per_request = load_sectors_per_request(r, ld);
     f.global_store_sectors_per_request = store_sectors_per_request(r, st);
     excessive_sectors(r, f);
@@ -184,7 +184,7 @@ const ST_REQ: &[&str] = &["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"];
 
 /// Sectors over requests as a sectors-per-request fact, when both counts are present and
 /// positive; `bytes`: the numerator counts bytes (32 to a sector).
-fn sector_ratio(r: &Reader, key: &'static str, label: &'static str, num: &[&str], den: &[&str], bytes: bool) -> Option<Fact> {
+fn sector_ratio(r: &Reader, key: FactKey, label: &'static str, num: &[&str], den: &[&str], bytes: bool) -> Option<Fact> {
     let (n, en) = r.num(num)?;
     let (d, ed) = r.num(den)?;
     if d <= 0.0 || n <= 0.0 {
@@ -195,7 +195,7 @@ fn sector_ratio(r: &Reader, key: &'static str, label: &'static str, num: &[&str]
 }
 
 /// Sectors per global load request (fact key `ld`), from the first source present (see [`access_pattern`]).
-fn load_sectors_per_request(r: &Reader, ld: &'static str) -> Option<Fact> {
+fn load_sectors_per_request(r: &Reader, ld: FactKey) -> Option<Fact> {
     sector_ratio(r, ld, "Sectors per global load request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"], LD_REQ, false)
         .or_else(|| {
             r.fact(
@@ -238,7 +238,7 @@ fn load_sectors_per_request(r: &Reader, ld: &'static str) -> Option<Fact> {
 }
 
 /// Sectors per global store request (fact key `st`), from the first source present (see [`access_pattern`]).
-fn store_sectors_per_request(r: &Reader, st: &'static str) -> Option<Fact> {
+fn store_sectors_per_request(r: &Reader, st: FactKey) -> Option<Fact> {
     sector_ratio(r, st, "Sectors per global store request", &["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"], ST_REQ, false)
         .or_else(|| {
             r.fact(
@@ -289,7 +289,7 @@ fn excessive_sectors(r: &Reader, f: &mut Facts) {
         let ex_sectors = if e1.unit == "byte" { ex / 32.0 } else { ex };
         if tot > 0.0 {
             f.global_excessive_sectors_pct =
-                derived("global_excessive_sectors_pct", "Excessive global sectors", "%", 100.0 * ex_sectors / tot, vec![e1, e2]);
+                derived(FactKey::GlobalExcessiveSectorsPct, "Excessive global sectors", "%", 100.0 * ex_sectors / tot, vec![e1, e2]);
         }
     }
 }
@@ -299,7 +299,7 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
     if let (Some((w, e1)), Some((ideal, e2))) = (r.num(&["memory_l1_wavefronts_shared"]), r.num(&["memory_l1_wavefronts_shared_ideal"])) {
         if w > 0.0 {
             f.shared_bank_conflict_pct = derived(
-                "shared_bank_conflict_pct",
+                FactKey::SharedBankConflictPct,
                 "Shared-memory wavefronts from bank conflicts",
                 "%",
                 100.0 * (w - ideal).max(0.0) / w,
@@ -311,7 +311,7 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
     {
         if w > 0.0 {
             f.shared_bank_conflict_pct = derived(
-                "shared_bank_conflict_pct",
+                FactKey::SharedBankConflictPct,
                 "Shared-memory wavefronts from bank conflicts",
                 "%",
                 100.0 * c.min(w) / w,
@@ -321,7 +321,7 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
     }
     f.shared_excess_wavefronts = r
         .fact(
-            "shared_excess_wavefronts",
+            FactKey::SharedExcessWavefronts,
             "Shared-memory wavefronts from bank conflicts",
             "wavefront",
             &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"],
@@ -330,7 +330,7 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
             let (w, e1) = r.num(&["memory_l1_wavefronts_shared"])?;
             let (ideal, e2) = r.num(&["memory_l1_wavefronts_shared_ideal"])?;
             derived(
-                "shared_excess_wavefronts",
+                FactKey::SharedExcessWavefronts,
                 "Shared-memory wavefronts beyond the ideal",
                 "wavefront",
                 (w - ideal).max(0.0),
@@ -342,10 +342,10 @@ pub(super) fn shared_memory(r: &Reader, f: &mut Facts) {
         r.num(&["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
     ) {
         (Some((a, e1)), Some((b, e2))) => {
-            derived("shared_bank_conflicts", "Shared-memory bank conflicts (ld+st)", "conflict", a + b, vec![e1, e2])
+            derived(FactKey::SharedBankConflicts, "Shared-memory bank conflicts (ld+st)", "conflict", a + b, vec![e1, e2])
         }
         _ => r.fact(
-            "shared_bank_conflicts",
+            FactKey::SharedBankConflicts,
             "Shared-memory bank conflicts",
             "conflict",
             &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"],
@@ -358,32 +358,33 @@ pub(super) fn launch_shape(r: &Reader, f: &mut Facts) {
     let launch = r.launch;
     // A launch has at least one thread and one block: zeros (as stored for some launches) are no shape.
     f.block_threads =
-        r.fact("block_threads", "Threads per block", "thread", &["launch__block_size"]).filter(|x| x.value > 0.0).or_else(|| {
+        r.fact(FactKey::BlockThreads, "Threads per block", "thread", &["launch__block_size"]).filter(|x| x.value > 0.0).or_else(|| {
             launch.block_size.filter(|b| b.iter().all(|x| *x > 0)).map(|b| Fact {
-                key: "block_threads",
+                key: FactKey::BlockThreads,
                 label: "Threads per block",
                 value: (b[0] * b[1] * b[2]) as f64,
                 unit: "thread",
                 evidence: vec![shape_evidence("Block Size", b)],
             })
         });
-    f.grid_blocks = r.fact("grid_blocks", "Blocks in the grid", "block", &["launch__grid_size"]).filter(|x| x.value > 0.0).or_else(|| {
-        launch.grid_size.filter(|g| g.iter().all(|x| *x > 0)).map(|g| Fact {
-            key: "grid_blocks",
-            label: "Blocks in the grid",
-            value: (g[0] * g[1] * g[2]) as f64,
-            unit: "block",
-            evidence: vec![shape_evidence("Grid Size", g)],
-        })
-    });
-    f.sm_count = r.spec("sm_count");
-    f.waves_per_sm = r.spec("waves_per_sm");
+    f.grid_blocks =
+        r.fact(FactKey::GridBlocks, "Blocks in the grid", "block", &["launch__grid_size"]).filter(|x| x.value > 0.0).or_else(|| {
+            launch.grid_size.filter(|g| g.iter().all(|x| *x > 0)).map(|g| Fact {
+                key: FactKey::GridBlocks,
+                label: "Blocks in the grid",
+                value: (g[0] * g[1] * g[2]) as f64,
+                unit: "block",
+                evidence: vec![shape_evidence("Grid Size", g)],
+            })
+        });
+    f.sm_count = r.spec(FactKey::SmCount);
+    f.waves_per_sm = r.spec(FactKey::WavesPerSm);
     if let Some(w) = &f.waves_per_sm {
         if w.value > 1.0 {
             let full = w.value.ceil();
             let idle = 100.0 * (full - w.value) / full;
             if idle > 0.0 {
-                f.tail_idle_pct = derived("tail_idle_pct", "Idle share of the last wave (tail effect)", "%", idle, w.evidence.clone());
+                f.tail_idle_pct = derived(FactKey::TailIdlePct, "Idle share of the last wave (tail effect)", "%", idle, w.evidence.clone());
             }
         }
     }
@@ -448,17 +449,17 @@ pub(super) fn stalls(r: &Reader, f: &mut Facts) {
             derived(key, label, "%", 100.0 * v / waiting_total, ev)
         };
         f.stall_memory_share_pct = share(
-            "stall_memory_share_pct",
+            FactKey::StallMemorySharePct,
             "Waiting on global/local memory (long scoreboard + LG throttle), share of stall cycles",
             &["long_scoreboard", "lg_throttle"],
         );
         f.stall_shared_share_pct = share(
-            "stall_shared_share_pct",
+            FactKey::StallSharedSharePct,
             "Waiting on shared memory / MIO (MIO throttle + short scoreboard), share of stall cycles",
             &["mio_throttle", "short_scoreboard"],
         );
         f.stall_drain_share_pct = share(
-            "stall_drain_share_pct",
+            FactKey::StallDrainSharePct,
             "Waiting on store drain and fences (drain + membar), share of stall cycles",
             &["drain", "membar"],
         );
@@ -467,13 +468,15 @@ pub(super) fn stalls(r: &Reader, f: &mut Facts) {
 
 /// Local memory (spills and local arrays): its instructions, sectors, and its share of the traffic.
 pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
-    f.spill_instructions = r.spec("spill_instructions");
+    f.spill_instructions = r.spec(FactKey::SpillInstructions);
     f.local_memory_sectors =
         match (r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum"]), r.num(&["l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"])) {
             (Some((a, e1)), Some((b, e2))) => {
-                derived("local_memory_sectors", "Local-memory sectors (ld+st)", "sector", a + b, vec![e1, e2])
+                derived(FactKey::LocalMemorySectors, "Local-memory sectors (ld+st)", "sector", a + b, vec![e1, e2])
             }
-            (Some((a, e)), None) | (None, Some((a, e))) => derived("local_memory_sectors", "Local-memory sectors", "sector", a, vec![e]),
+            (Some((a, e)), None) | (None, Some((a, e))) => {
+                derived(FactKey::LocalMemorySectors, "Local-memory sectors", "sector", a, vec![e])
+            }
             _ => None,
         };
     let ld = r.num(&["sass__inst_executed_local_loads", "smsp__sass_inst_executed_op_local_ld.sum", "smsp__inst_executed_op_local_ld.sum"]);
@@ -481,17 +484,17 @@ pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
         r.num(&["sass__inst_executed_local_stores", "smsp__sass_inst_executed_op_local_st.sum", "smsp__inst_executed_op_local_st.sum"]);
     f.local_memory_instructions = match (ld, st) {
         (Some((a, e1)), Some((b, e2))) => {
-            derived("local_memory_instructions", "Local-memory instructions (ld+st)", "inst", a + b, vec![e1, e2])
+            derived(FactKey::LocalMemoryInstructions, "Local-memory instructions (ld+st)", "inst", a + b, vec![e1, e2])
         }
         (Some((a, e)), None) | (None, Some((a, e))) => {
-            derived("local_memory_instructions", "Local-memory instructions", "inst", a, vec![e])
+            derived(FactKey::LocalMemoryInstructions, "Local-memory instructions", "inst", a, vec![e])
         }
         _ => None,
     };
     // Share of traffic: L2's theoretical sectors by space, else L1's sectors.
     f.local_traffic_pct = match (r.num(&["memory_l2_theoretical_sectors_local"]), r.num(&["memory_l2_theoretical_sectors_global"])) {
         (Some((l, e1)), Some((g, e2))) if l + g > 0.0 => {
-            derived("local_traffic_pct", "Local memory's share of L2 sectors", "%", 100.0 * l / (l + g), vec![e1, e2])
+            derived(FactKey::LocalTrafficPct, "Local memory's share of L2 sectors", "%", 100.0 * l / (l + g), vec![e1, e2])
         }
         _ => {
             let local = f.local_memory_sectors.as_ref();
@@ -503,7 +506,13 @@ pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
                     ev.extend(global.iter().flat_map(|x| x.evidence.clone()));
                     (l.value + g > 0.0)
                         .then(|| {
-                            derived("local_traffic_pct", "Local memory's share of L1 sectors", "%", 100.0 * l.value / (l.value + g), ev)
+                            derived(
+                                FactKey::LocalTrafficPct,
+                                "Local memory's share of L1 sectors",
+                                "%",
+                                100.0 * l.value / (l.value + g),
+                                ev,
+                            )
                         })
                         .flatten()
                 }
@@ -516,7 +525,7 @@ pub(super) fn local_memory(r: &Reader, f: &mut Facts) {
 /// Global atomics and reductions: requests (the counters differ between CC 7.x and 8.x/9.x; the first
 /// present per operation is used) and sectors per request.
 pub(super) fn atomics(r: &Reader, f: &mut Facts) {
-    f.l2_atomic_busy_pct = r.spec("l2_atomic_busy_pct");
+    f.l2_atomic_busy_pct = r.spec(FactKey::L2AtomicBusyPct);
     let atom = r.num(&[
         "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum",
         "smsp__inst_executed_op_global_atom.sum",
@@ -533,7 +542,7 @@ pub(super) fn atomics(r: &Reader, f: &mut Facts) {
     if !parts.is_empty() {
         let requests: f64 = parts.iter().map(|p| p.0).sum();
         f.atomic_requests = derived(
-            "atomic_requests",
+            FactKey::AtomicRequests,
             "Global atomic/reduction requests",
             "request",
             requests,
@@ -546,7 +555,7 @@ pub(super) fn atomics(r: &Reader, f: &mut Facts) {
                 ev.extend(parts.into_iter().map(|p| p.1));
                 if sectors > 0.0 {
                     f.atomic_sectors_per_request = derived(
-                        "atomic_sectors_per_request",
+                        FactKey::AtomicSectorsPerRequest,
                         "Sectors per global atomic/reduction request",
                         "sector/request",
                         sectors / requests,
@@ -575,9 +584,9 @@ const PIPES: &[(&str, &str)] = &[
 /// The busiest SM pipe, by the higher of its cycles-active and instructions-executed shares of peak
 /// (elapsed-based first), as ncu's HighPipeUtilization rule reads them.
 pub(super) fn pipes(r: &Reader, f: &mut Facts) {
-    f.tensor_pipe_pct = r.spec("tensor_pipe_pct");
-    f.fp64_pipe_pct = r.spec("fp64_pipe_pct");
-    f.fp32_to_fp64_ratio = r.spec("fp32_to_fp64_ratio");
+    f.tensor_pipe_pct = r.spec(FactKey::TensorPipePct);
+    f.fp64_pipe_pct = r.spec(FactKey::Fp64PipePct);
+    f.fp32_to_fp64_ratio = r.spec(FactKey::Fp32ToFp64Ratio);
     let mut best: Option<Fact> = None;
     for (pipe, label) in PIPES {
         let forms = [
@@ -600,7 +609,7 @@ pub(super) fn pipes(r: &Reader, f: &mut Facts) {
         }
         if let Some((v, e)) = here {
             if best.as_ref().is_none_or(|b| v > b.value) {
-                best = Some(Fact { key: "busiest_pipe_pct", label, value: v, unit: "%", evidence: vec![e] });
+                best = Some(Fact { key: FactKey::BusiestPipePct, label, value: v, unit: "%", evidence: vec![e] });
             }
         }
     }
@@ -611,7 +620,7 @@ pub(super) fn pipes(r: &Reader, f: &mut Facts) {
 pub(super) fn clock(r: &Reader, f: &mut Facts) {
     f.sm_clock_hz = r
         .fact_unit(
-            "sm_clock_hz",
+            FactKey::SmClockHz,
             "SM clock",
             "Hz",
             &["sm__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.avg.per_second"],
@@ -621,38 +630,38 @@ pub(super) fn clock(r: &Reader, f: &mut Facts) {
             // The device's rated clock; CUDA's attribute is in kHz (1e5..1e7 for any GPU made), a normalised Hz value is >= 1e8.
             let (v, e) = r.num(&["device__attribute_clock_rate"])?;
             let hz = if v < 1e7 { v * 1e3 } else { v };
-            derived("sm_clock_hz", "SM clock (device rating)", "Hz", hz, vec![e])
+            derived(FactKey::SmClockHz, "SM clock (device rating)", "Hz", hz, vec![e])
         });
     f.elapsed_cycles =
-        r.fact("elapsed_cycles", "Elapsed SM cycles", "cycle", &["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max"]).or_else(|| {
+        r.fact(FactKey::ElapsedCycles, "Elapsed SM cycles", "cycle", &["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max"]).or_else(|| {
             let (d, c) = (f.duration_ns.as_ref()?, f.sm_clock_hz.as_ref()?);
             let mut ev = d.evidence.clone();
             ev.extend(c.evidence.clone());
-            derived("elapsed_cycles", "Elapsed SM cycles (duration x clock)", "cycle", d.value * 1e-9 * c.value, ev)
+            derived(FactKey::ElapsedCycles, "Elapsed SM cycles (duration x clock)", "cycle", d.value * 1e-9 * c.value, ev)
         });
 }
 
-fn stall_key(reason: &str) -> &'static str {
+pub(crate) fn stall_key(reason: &str) -> FactKey {
     match reason {
-        "long_scoreboard" => "stall_long_scoreboard",
-        "short_scoreboard" => "stall_short_scoreboard",
-        "barrier" => "stall_barrier",
-        "membar" => "stall_membar",
-        "mio_throttle" => "stall_mio_throttle",
-        "lg_throttle" => "stall_lg_throttle",
-        "math_pipe_throttle" => "stall_math_pipe_throttle",
-        "wait" => "stall_wait",
-        "not_selected" => "stall_not_selected",
-        "no_instruction" => "stall_no_instruction",
-        "branch_resolving" => "stall_branch_resolving",
-        "dispatch_stall" => "stall_dispatch_stall",
-        "drain" => "stall_drain",
-        "imc_miss" => "stall_imc_miss",
-        "tex_throttle" => "stall_tex_throttle",
-        "sleeping" => "stall_sleeping",
-        "misc" => "stall_misc",
-        "gmma" => "stall_gmma",
-        _ => "stall_other",
+        "long_scoreboard" => FactKey::StallLongScoreboard,
+        "short_scoreboard" => FactKey::StallShortScoreboard,
+        "barrier" => FactKey::StallBarrier,
+        "membar" => FactKey::StallMembar,
+        "mio_throttle" => FactKey::StallMioThrottle,
+        "lg_throttle" => FactKey::StallLgThrottle,
+        "math_pipe_throttle" => FactKey::StallMathPipeThrottle,
+        "wait" => FactKey::StallWait,
+        "not_selected" => FactKey::StallNotSelected,
+        "no_instruction" => FactKey::StallNoInstruction,
+        "branch_resolving" => FactKey::StallBranchResolving,
+        "dispatch_stall" => FactKey::StallDispatchStall,
+        "drain" => FactKey::StallDrain,
+        "imc_miss" => FactKey::StallImcMiss,
+        "tex_throttle" => FactKey::StallTexThrottle,
+        "sleeping" => FactKey::StallSleeping,
+        "misc" => FactKey::StallMisc,
+        "gmma" => FactKey::StallGmma,
+        _ => FactKey::StallOther,
     }
 }
 
@@ -712,21 +721,21 @@ fn flops(r: &Reader, p: char) -> Option<(f64, Vec<Evidence>)> {
 pub(super) fn roofline(r: &Reader, duration: Option<&Fact>) -> Roofline {
     let mut rf = Roofline::default();
     let mk = |key, label, unit, (v, ev): (f64, Vec<Evidence>)| derived(key, label, unit, v, ev);
-    rf.fp64_flop = flops(r, 'd').and_then(|x| mk("fp64_flop", "FP64 FLOPs", "FLOP", x));
-    rf.fp32_flop = flops(r, 'f').and_then(|x| mk("fp32_flop", "FP32 FLOPs", "FLOP", x));
-    rf.fp16_flop = flops(r, 'h').and_then(|x| mk("fp16_flop", "FP16 FLOPs", "FLOP", x));
+    rf.fp64_flop = flops(r, 'd').and_then(|x| mk(FactKey::Fp64Flop, "FP64 FLOPs", "FLOP", x));
+    rf.fp32_flop = flops(r, 'f').and_then(|x| mk(FactKey::Fp32Flop, "FP32 FLOPs", "FLOP", x));
+    rf.fp16_flop = flops(r, 'h').and_then(|x| mk(FactKey::Fp16Flop, "FP16 FLOPs", "FLOP", x));
     // FMA FLOPs' share of the FP32/FP16 FLOPs: a matrix multiply is nearly all FMA.
     let fma: Vec<(f64, Vec<Evidence>)> = ['f', 'h'].into_iter().filter_map(|p| fma_flops(r, p)).collect();
     let fp = rf.fp32_flop.as_ref().map_or(0.0, |x| x.value) + rf.fp16_flop.as_ref().map_or(0.0, |x| x.value);
     if !fma.is_empty() && fp > 0.0 {
         let v: f64 = fma.iter().map(|x| x.0).sum();
         let ev: Vec<Evidence> = [&rf.fp32_flop, &rf.fp16_flop].into_iter().flatten().flat_map(|x| x.evidence.clone()).collect();
-        rf.fma_flop_share_pct = derived("fma_flop_share_pct", "FMA share of FP32/FP16 FLOPs", "%", 100.0 * v / fp, ev);
+        rf.fma_flop_share_pct = derived(FactKey::FmaFlopSharePct, "FMA share of FP32/FP16 FLOPs", "%", 100.0 * v / fp, ev);
     }
-    rf.dram_bytes = r.fact_unit("dram_bytes", "DRAM bytes", "byte", &["dram__bytes.sum"], &Unit::Bytes).or_else(|| {
+    rf.dram_bytes = r.fact_unit(FactKey::DramBytes, "DRAM bytes", "byte", &["dram__bytes.sum"], &Unit::Bytes).or_else(|| {
         let (rd, e1) = r.num(&["dram__bytes_read.sum"])?;
         let (wr, e2) = r.num(&["dram__bytes_write.sum"])?;
-        derived("dram_bytes", "DRAM bytes (read+write)", "byte", rd + wr, vec![e1, e2])
+        derived(FactKey::DramBytes, "DRAM bytes (read+write)", "byte", rd + wr, vec![e1, e2])
     });
     let total_flop: Option<(f64, Vec<Evidence>)> = {
         let parts: Vec<&Fact> = [&rf.fp64_flop, &rf.fp32_flop, &rf.fp16_flop].into_iter().flatten().collect();
@@ -736,23 +745,24 @@ pub(super) fn roofline(r: &Reader, duration: Option<&Fact>) -> Roofline {
         if bytes.value > 0.0 {
             let mut e = ev.clone();
             e.extend(bytes.evidence.clone());
-            rf.arithmetic_intensity = derived("arithmetic_intensity", "Arithmetic intensity (DRAM)", "FLOP/byte", fl / bytes.value, e);
+            rf.arithmetic_intensity =
+                derived(FactKey::ArithmeticIntensity, "Arithmetic intensity (DRAM)", "FLOP/byte", fl / bytes.value, e);
         }
     }
     if let (Some((fl, ev)), Some(d)) = (&total_flop, duration) {
         if d.value > 0.0 {
             let mut e = ev.clone();
             e.extend(d.evidence.clone());
-            rf.achieved_flop_per_s = derived("achieved_flop_per_s", "Achieved FLOP/s", "FLOP/s", fl / (d.value * 1e-9), e);
+            rf.achieved_flop_per_s = derived(FactKey::AchievedFlopPerS, "Achieved FLOP/s", "FLOP/s", fl / (d.value * 1e-9), e);
         }
     }
     if let (Some((p, e1)), Some((hz, e2))) =
         (r.num(&["sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"]), r.num(&["sm__cycles_elapsed.avg.per_second"]))
     {
-        rf.peak_fp32_flop_per_s = derived("peak_fp32_flop_per_s", "Peak FP32 FLOP/s", "FLOP/s", 2.0 * p * hz, vec![e1, e2]);
+        rf.peak_fp32_flop_per_s = derived(FactKey::PeakFp32FlopPerS, "Peak FP32 FLOP/s", "FLOP/s", 2.0 * p * hz, vec![e1, e2]);
     }
     if let (Some((p, e1)), Some((hz, e2))) = (r.num(&["dram__bytes.sum.peak_sustained"]), r.num(&["dram__cycles_elapsed.avg.per_second"])) {
-        rf.peak_dram_bytes_per_s = derived("peak_dram_bytes_per_s", "Peak DRAM bandwidth", "byte/s", p * hz, vec![e1, e2]);
+        rf.peak_dram_bytes_per_s = derived(FactKey::PeakDramBytesPerS, "Peak DRAM bandwidth", "byte/s", p * hz, vec![e1, e2]);
     }
     if let (Some(ai), Some(ach), Some(pf), Some(pb)) =
         (&rf.arithmetic_intensity, &rf.achieved_flop_per_s, &rf.peak_fp32_flop_per_s, &rf.peak_dram_bytes_per_s)
@@ -762,7 +772,7 @@ pub(super) fn roofline(r: &Reader, duration: Option<&Fact>) -> Roofline {
             let mut e = ach.evidence.clone();
             e.extend(pf.evidence.clone());
             e.extend(pb.evidence.clone());
-            rf.pct_of_roof = derived("pct_of_roof", "Share of the roofline ceiling", "%", 100.0 * ach.value / roof, e);
+            rf.pct_of_roof = derived(FactKey::PctOfRoof, "Share of the roofline ceiling", "%", 100.0 * ach.value / roof, e);
         }
     }
     rf

@@ -7,6 +7,10 @@
 
 pub mod catalogue;
 mod families;
+mod key;
+
+pub(crate) use families::stall_key;
+pub use key::{FactKey, UnknownFactKey};
 
 use crate::profile::{Launch, Metric, Unit};
 use serde::Serialize;
@@ -27,7 +31,7 @@ pub struct Evidence {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fact {
     /// Stable identifier, e.g. `sm_throughput_pct` (used by rules, prompts and the validator).
-    pub key: &'static str,
+    pub key: FactKey,
     /// Human label, e.g. "Compute (SM) throughput".
     pub label: &'static str,
     pub value: f64,
@@ -69,7 +73,7 @@ pub struct Bound {
     /// Its utilisation, % of peak (capped at 100).
     pub busiest_pct: Option<f64>,
     /// The facts the classification used (keys).
-    pub because: Vec<&'static str>,
+    pub because: Vec<FactKey>,
 }
 
 /// What limits theoretical occupancy.
@@ -299,8 +303,14 @@ impl Facts {
     }
 
     /// Looks a fact up by key.
-    pub fn get(&self, key: &str) -> Option<&Fact> {
+    pub fn get(&self, key: FactKey) -> Option<&Fact> {
         self.all().into_iter().find(|f| f.key == key)
+    }
+
+    /// Looks a fact up by a key read as text (a model's citation, a word of its prose); `None` when
+    /// the name is no fact key or the fact is absent. Code that names a fact uses [`Facts::get`].
+    pub fn get_named(&self, name: &str) -> Option<&Fact> {
+        self.get(name.parse().ok()?)
     }
 
     /// Number of facts present.
@@ -348,13 +358,13 @@ impl<'a> Reader<'a> {
     }
 
     /// A fact copied from one metric.
-    pub(crate) fn fact(&self, key: &'static str, label: &'static str, unit: &'static str, names: &[&str]) -> Option<Fact> {
+    pub(crate) fn fact(&self, key: FactKey, label: &'static str, unit: &'static str, names: &[&str]) -> Option<Fact> {
         let (v, e) = self.num(names)?;
         Some(Fact { key, label, value: v, unit, evidence: vec![e] })
     }
 
     /// A fact copied from one metric, when the metric's unit is `want` (or none).
-    fn fact_unit(&self, key: &'static str, label: &'static str, unit: &'static str, names: &[&str], want: &Unit) -> Option<Fact> {
+    fn fact_unit(&self, key: FactKey, label: &'static str, unit: &'static str, names: &[&str], want: &Unit) -> Option<Fact> {
         let f = self.fact(key, label, unit, names)?;
         let m = self.launch.metrics.get(&f.evidence[0].metric)?;
         // Units that disagree with what the fact needs mean a different quantity: no fact.
@@ -368,7 +378,7 @@ impl<'a> Reader<'a> {
     /// peak above [`MAX_PCT_OF_PEAK`] is a measurement artefact (ncu's `pct_of_peak_sustained_active` on
     /// launches of a few microseconds, where "active" cycles are few): it is recorded in
     /// [`Facts::artifacts`] and the next name is tried.
-    pub(crate) fn pct(&self, key: &'static str, label: &'static str, names: &[&str]) -> Option<Fact> {
+    pub(crate) fn pct(&self, key: FactKey, label: &'static str, names: &[&str]) -> Option<Fact> {
         for (i, name) in names.iter().enumerate() {
             let Some(f) = self.fact_unit(key, label, "%", &[name], &Unit::Percent) else { continue };
             if name.contains("pct_of_peak") && f.value > MAX_PCT_OF_PEAK {
@@ -389,7 +399,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The catalogued fact `key` (see [`catalogue::CATALOGUE`]).
-    pub(crate) fn spec(&self, key: &str) -> Option<Fact> {
+    pub(crate) fn spec(&self, key: FactKey) -> Option<Fact> {
         let s = catalogue::spec_of(key).unwrap_or_else(|| panic!("fact {key} is not in the catalogue"));
         match s.read {
             catalogue::Read::Copy => self.fact(s.key, s.label, s.unit, s.metrics),
@@ -417,13 +427,13 @@ pub struct Artifact {
     pub reason: String,
 }
 
-pub(crate) fn derived(key: &'static str, label: &'static str, unit: &'static str, value: f64, evidence: Vec<Evidence>) -> Option<Fact> {
+pub(crate) fn derived(key: FactKey, label: &'static str, unit: &'static str, value: f64, evidence: Vec<Evidence>) -> Option<Fact> {
     value.is_finite().then_some(Fact { key, label, value, unit, evidence })
 }
 
 /// The launch's duration in ns, alone (cheaper than [`measure`]).
 pub fn derive_duration(launch: &Launch) -> Option<f64> {
-    Reader::new(launch).spec("duration_ns").map(|f| f.value)
+    Reader::new(launch).spec(FactKey::DurationNs).map(|f| f.value)
 }
 
 /// Every fact of one launch, family by family; the regime ([`Facts::bound`]) is left to the rules

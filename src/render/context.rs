@@ -346,20 +346,21 @@ fn fit(n: usize, budget: Option<&TokenBudget>, render: impl Fn(usize, u8) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::FactKey;
 
-    fn fact(key: &'static str, value: f64) -> Option<crate::facts::Fact> {
-        Some(crate::facts::Fact { key, label: key, value, unit: "", evidence: Vec::new() })
+    fn fact(key: FactKey, value: f64) -> Option<crate::facts::Fact> {
+        Some(crate::facts::Fact { key, label: key.as_str(), value, unit: "", evidence: Vec::new() })
     }
 
     #[test]
     fn grid_and_access_lines_say_what_the_raw_metrics_say() {
         let mut f = crate::facts::Facts {
-            grid_blocks: fact("grid_blocks", 96.0),
-            sm_count: fact("sm_count", 132.0),
-            waves_per_sm: fact("waves_per_sm", 0.73),
-            global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 8.0),
-            global_store_bytes_per_sector: fact("global_store_bytes_per_sector", 32.0),
-            shared_bank_conflict_pct: fact("shared_bank_conflict_pct", 0.0),
+            grid_blocks: fact(FactKey::GridBlocks, 96.0),
+            sm_count: fact(FactKey::SmCount, 132.0),
+            waves_per_sm: fact(FactKey::WavesPerSm, 0.73),
+            global_load_bytes_per_sector: fact(FactKey::GlobalLoadBytesPerSector, 8.0),
+            global_store_bytes_per_sector: fact(FactKey::GlobalStoreBytesPerSector, 32.0),
+            shared_bank_conflict_pct: fact(FactKey::SharedBankConflictPct, 0.0),
             ..Default::default()
         };
         assert_eq!(grid_line(&f), "96 blocks for 132 SMs (fewer blocks than SMs: 36 SMs get no block); 0.73 waves of blocks");
@@ -369,21 +370,21 @@ mod tests {
              global stores use 32 of each 32-byte sector; shared-memory bank conflicts cause 0% of shared wavefronts"
         );
         // ncu's count of sectors beyond the ideal outranks the SASS ratio (asynchronous copies).
-        f.global_excessive_sectors_pct = fact("global_excessive_sectors_pct", 0.0);
+        f.global_excessive_sectors_pct = fact(FactKey::GlobalExcessiveSectorsPct, 0.0);
         assert_eq!(
             access_line(&f),
             "every access pattern measured uses its sectors and banks well: \
              0% of global sectors are beyond what a coalesced pattern needs; shared-memory bank conflicts cause 0% of shared wavefronts"
         );
         f.global_excessive_sectors_pct = None;
-        f.global_load_bytes_per_sector = fact("global_load_bytes_per_sector", 0.0);
-        f.shared_bank_conflict_pct = fact("shared_bank_conflict_pct", 50.0);
+        f.global_load_bytes_per_sector = fact(FactKey::GlobalLoadBytesPerSector, 0.0);
+        f.shared_bank_conflict_pct = fact(FactKey::SharedBankConflictPct, 50.0);
         assert_eq!(
             access_line(&f),
             "most wasted: shared memory (shared-memory bank conflicts cause 50% of shared wavefronts); \
              no global loads counted; global stores use 32 of each 32-byte sector"
         );
-        f.grid_blocks = fact("grid_blocks", 12288.0);
+        f.grid_blocks = fact(FactKey::GridBlocks, 12288.0);
         f.global_load_bytes_per_sector = None;
         f.global_store_bytes_per_sector = None;
         f.shared_bank_conflict_pct = None;
@@ -391,9 +392,9 @@ mod tests {
             grid_line(&f),
             "12288 blocks for 132 SMs; 0.73 waves of blocks: less than one full wave (every SM gets a block, but slots are left empty)"
         );
-        f.waves_per_sm = fact("waves_per_sm", 2.5);
+        f.waves_per_sm = fact(FactKey::WavesPerSm, 2.5);
         assert!(grid_line(&f).ends_with("waves of blocks: between one and four full waves"), "{}", grid_line(&f));
-        f.waves_per_sm = fact("waves_per_sm", 93.0);
+        f.waves_per_sm = fact(FactKey::WavesPerSm, 93.0);
         assert!(grid_line(&f).ends_with(": more than four waves, so the last partial wave hardly matters"));
         assert_eq!(access_line(&f), "");
         assert_eq!(grid_line(&crate::facts::Facts::default()), "");
@@ -401,11 +402,11 @@ mod tests {
 
     #[test]
     fn the_units_line_names_the_busiest_unit_first_and_says_when_none_is_busy() {
-        let pct = |key: &'static str, v: f64| {
+        let pct = |key: FactKey, v: f64| {
             let metric = format!("{key}.avg.pct_of_peak_sustained_elapsed");
             Some(crate::facts::Fact {
                 key,
-                label: key,
+                label: key.as_str(),
                 value: v,
                 unit: "%",
                 evidence: vec![crate::facts::Evidence {
@@ -419,13 +420,13 @@ mod tests {
             })
         };
         let mut f = crate::facts::Facts {
-            sm_throughput_pct: pct("sm_throughput_pct", 40.0),
-            dram_throughput_pct: pct("dram_throughput_pct", 85.0),
+            sm_throughput_pct: pct(FactKey::SmThroughputPct, 40.0),
+            dram_throughput_pct: pct(FactKey::DramThroughputPct, 85.0),
             ..Default::default()
         };
         assert_eq!(units_line(&f), "busiest DRAM at 85% of peak, then SM 40%");
-        f.dram_throughput_pct = pct("dram_throughput_pct", 5.0);
-        f.sm_throughput_pct = pct("sm_throughput_pct", 12.0);
+        f.dram_throughput_pct = pct(FactKey::DramThroughputPct, 5.0);
+        f.sm_throughput_pct = pct(FactKey::SmThroughputPct, 12.0);
         assert_eq!(units_line(&f), "every unit is under 30% of its peak (busiest SM at 12% of peak, then DRAM 5%)");
         assert_eq!(units_line(&crate::facts::Facts::default()), "");
     }

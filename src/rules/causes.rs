@@ -9,7 +9,7 @@ use super::regime;
 use super::text;
 use super::thresholds as t;
 use super::{fmt_num, Category};
-use crate::facts::{BoundKind, Fact, Facts, Limiter};
+use crate::facts::{BoundKind, Fact, FactKey, Facts, Limiter};
 use serde_json::json;
 
 /// One rule's finding before it is bounded, ranked and put in words.
@@ -19,7 +19,7 @@ pub struct Candidate {
     pub rule: &'static str,
     pub category: Category,
     /// Keys of the facts the finding rests on.
-    pub facts: Vec<&'static str>,
+    pub facts: Vec<FactKey>,
     /// The rule's estimate, % of the launch's time, before the physical bound ([`estimate::cap`]).
     pub raw_estimate: Option<f64>,
     /// The values its words need (the template's variables).
@@ -31,7 +31,7 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    fn new(rule: &'static str, category: Category, facts: Vec<&'static str>, raw_estimate: Option<f64>, vars: serde_json::Value) -> Self {
+    fn new(rule: &'static str, category: Category, facts: Vec<FactKey>, raw_estimate: Option<f64>, vars: serde_json::Value) -> Self {
         Candidate { rule, category, facts, raw_estimate, vars, variant: None, by_design: false }
     }
 }
@@ -42,9 +42,9 @@ pub struct Ctx<'a> {
     pub kind: &'a KernelKind,
     pub regime: Option<BoundKind>,
     /// The busiest unit measured: `(unit, pct, fact key)`.
-    pub busiest: Option<(&'static str, f64, &'static str)>,
+    pub busiest: Option<(&'static str, f64, FactKey)>,
     /// The busiest memory unit measured.
-    pub busiest_mem: Option<(&'static str, f64, &'static str)>,
+    pub busiest_mem: Option<(&'static str, f64, FactKey)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -88,7 +88,7 @@ pub const RULES: &[Rule] = &[
 pub fn candidates(ctx: &Ctx) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = RULES.iter().filter_map(|rule| rule(ctx)).collect();
     for c in &mut out {
-        c.facts.retain(|k| ctx.f.get(k).is_some());
+        c.facts.retain(|k| ctx.f.get(*k).is_some());
     }
     out
 }
@@ -105,12 +105,12 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
     let mut parts = vec![];
     let mut dirs = vec![];
     if let Some(e) = v(&f.global_excessive_sectors_pct) {
-        facts.push("global_excessive_sectors_pct");
+        facts.push(FactKey::GlobalExcessiveSectorsPct);
         parts.push(format!("{}% of global sectors are excessive", fmt_num(e)));
     }
     for (key, val, what, dir) in [
-        ("global_load_bytes_per_sector", v(&f.global_load_bytes_per_sector), "loads use", "loads"),
-        ("global_store_bytes_per_sector", v(&f.global_store_bytes_per_sector), "stores use", "stores"),
+        (FactKey::GlobalLoadBytesPerSector, v(&f.global_load_bytes_per_sector), "loads use", "loads"),
+        (FactKey::GlobalStoreBytesPerSector, v(&f.global_store_bytes_per_sector), "stores use", "stores"),
     ] {
         // Every direction whose waste alone reaches the reporting threshold is named.
         if let Some(x) = val.filter(|x| *x > 0.0 && *x < 32.0 * (1.0 - t::EXCESSIVE_SECTORS_PCT / 100.0)) {
@@ -135,8 +135,8 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
             }
         }
     }
-    for k in ["global_load_sectors", "global_store_sectors"] {
-        if f.get(k).is_some() && facts.iter().any(|x| x.starts_with(&k[..10])) {
+    for k in [FactKey::GlobalLoadSectors, FactKey::GlobalStoreSectors] {
+        if f.get(k).is_some() && facts.iter().any(|x| x.as_str().starts_with(&k.as_str()[..10])) {
             facts.push(k);
         }
     }
@@ -144,16 +144,16 @@ pub fn uncoalesced_global(ctx: &Ctx) -> Option<Candidate> {
         parts.push(format!("{} is ideal for 4-byte words (8- and 16-byte accesses need 8 and 16)", fmt_num(t::IDEAL_SECTORS_PER_REQUEST)));
     }
     if est.global_share_pct < 100.0 {
-        facts.push("local_traffic_pct");
+        facts.push(FactKey::LocalTrafficPct);
     }
     if let Some(k) = est.unit_key {
         facts.push(k);
     }
     if est.stall_share_pct.is_some() {
-        facts.push("stall_memory_share_pct");
+        facts.push(FactKey::StallMemorySharePct);
     }
     if est.l1_hit_pct.is_some() {
-        facts.push("l1_hit_rate_pct");
+        facts.push(FactKey::L1HitRatePct);
     }
     if parts.is_empty() {
         parts.push(format!("{}% of the global sectors moved carry no useful bytes", fmt_num(est.waste_pct)));
@@ -182,12 +182,12 @@ pub fn shared_bank_conflicts(ctx: &Ctx) -> Option<Candidate> {
     let f = ctx.f;
     let c = v(&f.shared_bank_conflict_pct).filter(|c| *c >= t::BANK_CONFLICT_PCT)?;
     let est = estimate::shared_conflicts(f, c);
-    let mut facts = vec!["shared_bank_conflict_pct"];
+    let mut facts = vec![FactKey::SharedBankConflictPct];
     if est.per_sm.is_some() {
-        facts.extend(["shared_excess_wavefronts", "elapsed_cycles"]);
+        facts.extend([FactKey::SharedExcessWavefronts, FactKey::ElapsedCycles]);
     }
     if est.stall_share_pct.is_some() {
-        facts.push("stall_shared_share_pct");
+        facts.push(FactKey::StallSharedSharePct);
     }
     Some(Candidate::new(
         "shared-bank-conflicts",
@@ -214,15 +214,15 @@ pub fn divergence(ctx: &Ctx) -> Option<Candidate> {
         let full =
             v(&f.block_threads).filter(|b| *b > 0.0).map(|b| (b / (b / t::WARP_SIZE).ceil()).min(t::WARP_SIZE)).unwrap_or(t::WARP_SIZE);
         if a < t::DIVERGENCE_ACTIVE_THREADS * full / t::WARP_SIZE {
-            let mut facts = vec!["active_threads_per_warp"];
+            let mut facts = vec![FactKey::ActiveThreadsPerWarp];
             if f.branch_uniform_pct.is_some() {
-                facts.push("branch_uniform_pct");
+                facts.push(FactKey::BranchUniformPct);
             }
             // Idle lanes cost issue time: a launch that issues rarely (latency-, grid- or pipe-bound)
             // loses only that share of its time to them.
             let issue = v(&f.issue_slots_busy_pct);
             if issue.is_some() {
-                facts.push("issue_slots_busy_pct");
+                facts.push(FactKey::IssueSlotsBusyPct);
             }
             return Some(Candidate::new(
                 "thread-divergence",
@@ -240,7 +240,7 @@ pub fn divergence(ctx: &Ctx) -> Option<Candidate> {
         Candidate::new(
             "divergent-branches",
             Category::Divergence,
-            vec!["divergent_branch_pct"],
+            vec![FactKey::DivergentBranchPct],
             Some(estimate::divergent_branches(d)),
             json!({"divergent": d, "factor": t::DIVERGENT_BRANCH_COST}),
         )
@@ -264,14 +264,14 @@ pub fn occupancy_limiter(ctx: &Ctx) -> Option<Candidate> {
         Limiter::SharedMemory => (Category::OccupancySharedMemory, "shared"),
         _ => (Category::OccupancyOther, "other"),
     };
-    let mut facts = vec!["theoretical_occupancy_pct", "occupancy_limit_blocks_per_sm"];
+    let mut facts = vec![FactKey::TheoreticalOccupancyPct, FactKey::OccupancyLimitBlocksPerSm];
     let registers = (lim.limiter == Limiter::Registers).then(|| v(&f.registers_per_thread)).flatten();
     let smem = (lim.limiter == Limiter::SharedMemory).then(|| v(&f.shared_mem_per_block_bytes)).flatten();
     if registers.is_some() {
-        facts.push("registers_per_thread");
+        facts.push(FactKey::RegistersPerThread);
     }
     if smem.is_some() {
-        facts.push("shared_mem_per_block_bytes");
+        facts.push(FactKey::SharedMemPerBlockBytes);
     }
     let mut c = Candidate::new(
         "occupancy-limiter",
@@ -304,7 +304,7 @@ pub fn achieved_occupancy_gap(ctx: &Ctx) -> Option<Candidate> {
     let mut c = Candidate::new(
         "achieved-occupancy-gap",
         Category::OccupancyOther,
-        vec!["achieved_occupancy_pct", "theoretical_occupancy_pct"],
+        vec![FactKey::AchievedOccupancyPct, FactKey::TheoreticalOccupancyPct],
         Some(estimate::occupancy_gap(th, ach)),
         json!({"achieved": ach, "theoretical": th}),
     );
@@ -330,10 +330,10 @@ pub fn launch_shape(ctx: &Ctx) -> Option<Candidate> {
     let f = ctx.f;
     let duration_us = v(&f.duration_ns).map(|d| d / 1000.0);
     let shortfall = grid_shortfall(f);
-    let grid_facts = |facts: &mut Vec<&'static str>, waves: Option<f64>| {
-        facts.extend(["grid_blocks", "sm_count"]);
+    let grid_facts = |facts: &mut Vec<FactKey>, waves: Option<f64>| {
+        facts.extend([FactKey::GridBlocks, FactKey::SmCount]);
         if waves.is_some() {
-            facts.push("waves_per_sm");
+            facts.push(FactKey::WavesPerSm);
         }
     };
     if ctx.regime == Some(BoundKind::Launch) {
@@ -341,7 +341,7 @@ pub fn launch_shape(ctx: &Ctx) -> Option<Candidate> {
             Some((raw, waves)) => (Category::GridTooSmall, raw, waves),
             None => (Category::LatencyBound, 100.0 - ctx.busiest.map_or(0.0, |b| b.1), None),
         };
-        let mut facts = vec!["duration_ns"];
+        let mut facts = vec![FactKey::DurationNs];
         if cat == Category::GridTooSmall {
             grid_facts(&mut facts, waves);
         }
@@ -381,7 +381,7 @@ pub fn block_size(ctx: &Ctx) -> Option<Candidate> {
         Candidate::new(
             "block-size-not-warp-multiple",
             Category::BlockSize,
-            vec!["block_threads"],
+            vec![FactKey::BlockThreads],
             Some(estimate::block_size(threads)),
             json!({"threads": threads, "idle_lanes": t::WARP_SIZE - rem}),
         )
@@ -395,7 +395,7 @@ pub fn tail_effect(ctx: &Ctx) -> Option<Candidate> {
         Candidate::new(
             "tail-effect",
             Category::TailEffect,
-            vec!["tail_idle_pct", "waves_per_sm"],
+            vec![FactKey::TailIdlePct, FactKey::WavesPerSm],
             Some(estimate::tail_on(w, ctx.busiest.map_or(0.0, |b| b.1))),
             json!({"waves": w, "tail": tail, "busiest": ctx.busiest.map(|b| b.1), "busiest_unit": ctx.busiest.map(|b| b.0)}),
         )
@@ -415,7 +415,7 @@ pub fn local_memory(ctx: &Ctx) -> Option<Candidate> {
     }
     let est = estimate::local_memory(f);
     let mut facts = vec![];
-    for k in ["spill_instructions", "local_memory_instructions", "local_memory_sectors", "local_traffic_pct"] {
+    for k in [FactKey::SpillInstructions, FactKey::LocalMemoryInstructions, FactKey::LocalMemorySectors, FactKey::LocalTrafficPct] {
         if f.get(k).is_some() {
             facts.push(k);
         }
@@ -423,7 +423,7 @@ pub fn local_memory(ctx: &Ctx) -> Option<Candidate> {
     if let Some(e) = &est {
         facts.extend(e.unit_key);
         if e.stall_share_pct.is_some() {
-            facts.push("stall_memory_share_pct");
+            facts.push(FactKey::StallMemorySharePct);
         }
     }
     Some(Candidate::new(
@@ -457,12 +457,12 @@ pub fn fp64_pipe(ctx: &Ctx) -> Option<Candidate> {
     if p < t::FP64_BUSY_PCT && !limits {
         return None;
     }
-    let mut facts = vec!["fp64_pipe_pct"];
+    let mut facts = vec![FactKey::Fp64PipePct];
     if ratio.is_some() {
-        facts.push("fp32_to_fp64_ratio");
+        facts.push(FactKey::Fp32ToFp64Ratio);
     }
     if limits {
-        facts.push("sm_throughput_pct");
+        facts.push(FactKey::SmThroughputPct);
     }
     let raw = estimate::fp64(p, ratio, limits);
     Some(Candidate::new("fp64-pipe", Category::Fp64, facts, Some(raw), json!({"pipe": p, "ratio": ratio, "sm": sm, "sets_sm": limits})))
@@ -507,8 +507,8 @@ pub fn tensor_cores_unused(ctx: &Ctx) -> Option<Candidate> {
     if !matrix_shaped(ctx) {
         return None;
     }
-    let mut facts = vec!["tensor_pipe_pct", "sm_throughput_pct"];
-    for k in ["fp32_flop", "fma_flop_share_pct", "busiest_pipe_pct"] {
+    let mut facts = vec![FactKey::TensorPipePct, FactKey::SmThroughputPct];
+    for k in [FactKey::Fp32Flop, FactKey::FmaFlopSharePct, FactKey::BusiestPipePct] {
         if f.get(k).is_some() {
             facts.push(k);
         }
@@ -540,12 +540,12 @@ pub fn atomic_contention(ctx: &Ctx) -> Option<Candidate> {
     }
     let mut facts = vec![];
     for k in [
-        "l2_atomic_busy_pct",
-        "atomic_requests",
-        "atomic_sectors_per_request",
-        "warp_instructions",
-        "stall_memory_share_pct",
-        "stall_drain_share_pct",
+        FactKey::L2AtomicBusyPct,
+        FactKey::AtomicRequests,
+        FactKey::AtomicSectorsPerRequest,
+        FactKey::WarpInstructions,
+        FactKey::StallMemorySharePct,
+        FactKey::StallDrainSharePct,
     ] {
         if f.get(k).is_some() {
             facts.push(k);
@@ -568,10 +568,10 @@ pub fn regime_finding(ctx: &Ctx) -> Option<Candidate> {
     match f.bound.as_ref()?.kind {
         BoundKind::Memory => {
             let (unit, pct, key) =
-                ctx.busiest_mem.unwrap_or(("memory", v(&f.memory_throughput_pct).unwrap_or(0.0), "memory_throughput_pct"));
+                ctx.busiest_mem.unwrap_or(("memory", v(&f.memory_throughput_pct).unwrap_or(0.0), FactKey::MemoryThroughputPct));
             let mut facts = vec![key];
             if f.sm_throughput_pct.is_some() {
-                facts.push("sm_throughput_pct");
+                facts.push(FactKey::SmThroughputPct);
             }
             Some(Candidate::new(
                 "sol-memory",
@@ -583,13 +583,13 @@ pub fn regime_finding(ctx: &Ctx) -> Option<Candidate> {
         }
         BoundKind::Compute => {
             let s = sm.unwrap_or(0.0);
-            let mut facts = vec!["sm_throughput_pct"];
+            let mut facts = vec![FactKey::SmThroughputPct];
             if f.memory_throughput_pct.is_some() {
-                facts.push("memory_throughput_pct");
+                facts.push(FactKey::MemoryThroughputPct);
             }
             let pipe = f.busiest_pipe_pct.as_ref();
             if pipe.is_some() {
-                facts.push("busiest_pipe_pct");
+                facts.push(FactKey::BusiestPipePct);
             }
             let pipe_name = pipe.map(|p| p.label.trim_start_matches("Busiest SM pipe: ").to_string());
             Some(Candidate::new(
@@ -601,7 +601,7 @@ pub fn regime_finding(ctx: &Ctx) -> Option<Candidate> {
             ))
         }
         BoundKind::Latency => {
-            let (unit, pct, key) = ctx.busiest.unwrap_or(("none", 0.0, "memory_throughput_pct"));
+            let (unit, pct, key) = ctx.busiest.unwrap_or(("none", 0.0, FactKey::MemoryThroughputPct));
             let mut facts = vec![key];
             let stall = f.stalls.first();
             if let Some(s) = stall {

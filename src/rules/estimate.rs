@@ -10,7 +10,7 @@
 use super::regime::utilisation;
 use super::thresholds as t;
 use super::Category;
-use crate::facts::Facts;
+use crate::facts::{FactKey, Facts};
 use serde::Serialize;
 
 /// Which units' work a fix reduces.
@@ -208,7 +208,7 @@ pub struct TrafficEstimate {
     /// The busiest memory unit, its utilisation and fact key.
     pub unit: &'static str,
     pub unit_pct: f64,
-    pub unit_key: Option<&'static str>,
+    pub unit_key: Option<FactKey>,
     /// The stall share used (None: the unit is saturated, or no stalls were collected).
     pub stall_share_pct: Option<f64>,
     /// L1's hit rate, when the unit is beyond L1 (L2, DRAM) and the rate was measured: only the
@@ -375,15 +375,15 @@ mod tests {
     use super::*;
     use crate::facts::{Fact, Facts};
 
-    fn fact(key: &'static str, value: f64) -> Option<Fact> {
-        Some(Fact { key, label: key, value, unit: "", evidence: vec![] })
+    fn fact(key: FactKey, value: f64) -> Option<Fact> {
+        Some(Fact { key, label: key.as_str(), value, unit: "", evidence: vec![] })
     }
 
     fn facts(sm: f64, dram: f64, duration_ns: f64) -> Facts {
         Facts {
-            sm_throughput_pct: fact("sm_throughput_pct", sm),
-            dram_throughput_pct: fact("dram_throughput_pct", dram),
-            duration_ns: fact("duration_ns", duration_ns),
+            sm_throughput_pct: fact(FactKey::SmThroughputPct, sm),
+            dram_throughput_pct: fact(FactKey::DramThroughputPct, dram),
+            duration_ns: fact(FactKey::DurationNs, duration_ns),
             ..Facts::default()
         }
     }
@@ -418,17 +418,17 @@ mod tests {
         // smemSquare setColReadCol on an RTX 4090: 1984 extra wavefronts, one block, 2560 ns at 2.52 GHz;
         // the padded twin is 32.5% faster.
         let f = Facts {
-            shared_excess_wavefronts: fact("shared_excess_wavefronts", 1984.0),
-            grid_blocks: fact("grid_blocks", 1.0),
-            sm_count: fact("sm_count", 128.0),
-            elapsed_cycles: fact("elapsed_cycles", 2560.0 * 2.52),
+            shared_excess_wavefronts: fact(FactKey::SharedExcessWavefronts, 1984.0),
+            grid_blocks: fact(FactKey::GridBlocks, 1.0),
+            sm_count: fact(FactKey::SmCount, 128.0),
+            elapsed_cycles: fact(FactKey::ElapsedCycles, 2560.0 * 2.52),
             ..Facts::default()
         };
         let (est, per_sm) = bank_conflicts(&f).unwrap();
         assert_eq!(per_sm, 1984.0);
         assert!((est - 30.75).abs() < 0.1, "{est}");
         // Spread over 128 SMs the same count is 1/128 of the cost.
-        let f = Facts { grid_blocks: fact("grid_blocks", 4096.0), ..f };
+        let f = Facts { grid_blocks: fact(FactKey::GridBlocks, 4096.0), ..f };
         assert!(bank_conflicts(&f).unwrap().0 < 0.3);
     }
 
@@ -450,21 +450,21 @@ mod tests {
     fn coalescing_weights_directions_by_traffic() {
         // One badly strided store stream among many coalesced loads is not a coalescing problem.
         let f = Facts {
-            global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 32.0),
-            global_store_bytes_per_sector: fact("global_store_bytes_per_sector", 4.0),
-            global_load_sectors: fact("global_load_sectors", 1e6),
-            global_store_sectors: fact("global_store_sectors", 1e3),
+            global_load_bytes_per_sector: fact(FactKey::GlobalLoadBytesPerSector, 32.0),
+            global_store_bytes_per_sector: fact(FactKey::GlobalStoreBytesPerSector, 4.0),
+            global_load_sectors: fact(FactKey::GlobalLoadSectors, 1e6),
+            global_store_sectors: fact(FactKey::GlobalStoreSectors, 1e3),
             ..Facts::default()
         };
         assert!(coalescing_waste(&f).unwrap() < 0.1);
         // A direction with 0 bytes per sector moved nothing through the LSU (TMA): no waste, no finding.
-        let tma = Facts { global_load_bytes_per_sector: fact("global_load_bytes_per_sector", 0.0), ..Facts::default() };
+        let tma = Facts { global_load_bytes_per_sector: fact(FactKey::GlobalLoadBytesPerSector, 0.0), ..Facts::default() };
         assert_eq!(coalescing_waste(&tma), None);
         // ncu's excessive-sectors share wins when present.
-        let f = Facts { global_excessive_sectors_pct: fact("global_excessive_sectors_pct", 0.0), ..f };
+        let f = Facts { global_excessive_sectors_pct: fact(FactKey::GlobalExcessiveSectorsPct, 0.0), ..f };
         assert_eq!(coalescing_waste(&f), Some(0.0));
         // 32 sectors per request with nothing else known: 4 would do for 4-byte words.
-        let f = Facts { global_load_sectors_per_request: fact("global_load_sectors_per_request", 32.0), ..Facts::default() };
+        let f = Facts { global_load_sectors_per_request: fact(FactKey::GlobalLoadSectorsPerRequest, 32.0), ..Facts::default() };
         assert_eq!(coalescing_waste(&f), Some(87.5));
     }
 }

@@ -20,7 +20,7 @@ pub mod profile_view;
 pub mod regime;
 pub mod text;
 
-use crate::facts::{BoundKind, Fact, Facts};
+use crate::facts::{BoundKind, Fact, FactKey, Facts};
 use crate::profile::{Launch, NcuRuleResult};
 pub use kind::{Family, KernelKind};
 pub use regime::derive_facts;
@@ -280,7 +280,7 @@ pub struct Finding {
     /// What to change, for who controls the code (the user's own kernel, a library, generated code).
     pub suggestion: String,
     /// Keys of the facts the finding rests on (see [`Facts::get`]).
-    pub facts: Vec<&'static str>,
+    pub facts: Vec<FactKey>,
     /// Upper-bound estimate of the kernel-time reduction if fixed, percent (bounded by [`estimate::cap`]).
     pub estimated_speedup_pct: Option<f64>,
     /// What caps the estimate: the busiest unit the fix does not relieve, or the launch cost.
@@ -715,7 +715,7 @@ mod tests {
         ]);
         let fs = evaluate(&derive(&l));
         assert_eq!(fs[0].category, Category::OccupancyRegisters);
-        assert!(fs[0].facts.contains(&"registers_per_thread"));
+        assert!(fs[0].facts.contains(&FactKey::RegistersPerThread));
     }
 
     #[test]
@@ -865,7 +865,7 @@ mod tests {
         let facts = derive(&l);
         for f in evaluate(&facts) {
             for k in &f.facts {
-                assert!(facts.get(k).is_some(), "{} cites missing fact {k}", f.rule);
+                assert!(facts.get(*k).is_some(), "{} cites missing fact {k}", f.rule);
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use super::thresholds::{GRID_FEW_WAVES, SOL_BUSY_PCT, SOL_LOW_PCT, TINY_LAUNCH_NS};
 pub use crate::facts::{Bound, BoundKind};
-use crate::facts::{Fact, Facts};
+use crate::facts::{Fact, FactKey, Facts};
 use crate::profile::Launch;
 
 /// Every fact of one launch ([`crate::facts::measure`]) with its regime ([`Facts::bound`]).
@@ -30,7 +30,7 @@ pub fn classify(f: &Facts) -> Option<Bound> {
     }
     let busiest = units.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
     let top = busiest.map(|b| b.1).unwrap_or(0.0);
-    let mut because: Vec<&'static str> = units.iter().map(|u| u.2).collect();
+    let mut because: Vec<FactKey> = units.iter().map(|u| u.2).collect();
     let grid_short = match (&f.grid_blocks, &f.sm_count) {
         (Some(g), Some(s)) => Some(g.value < s.value),
         _ => None,
@@ -43,13 +43,12 @@ pub fn classify(f: &Facts) -> Option<Bound> {
         (short, None) => short,
     };
     let grid_too_small = grid_short == Some(true) || waves.is_some_and(|w| w < GRID_FEW_WAVES);
-    let mk =
-        |kind, because: Vec<&'static str>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
+    let mk = |kind, because: Vec<FactKey>| Bound { kind, busiest_unit: busiest.map(|b| b.0), busiest_pct: busiest.map(|b| b.1), because };
     if let Some(d) = duration {
         if d < TINY_LAUNCH_NS && top < SOL_BUSY_PCT && under_a_wave != Some(false) {
-            because.push("duration_ns");
+            because.push(FactKey::DurationNs);
             if grid_short.is_some() {
-                because.extend(["grid_blocks", "sm_count"]);
+                because.extend([FactKey::GridBlocks, FactKey::SmCount]);
             }
             return Some(mk(BoundKind::Launch, because));
         }
@@ -59,10 +58,10 @@ pub fn classify(f: &Facts) -> Option<Bound> {
     }
     if top < SOL_LOW_PCT && grid_too_small {
         if grid_short.is_some() {
-            because.extend(["grid_blocks", "sm_count"]);
+            because.extend([FactKey::GridBlocks, FactKey::SmCount]);
         }
         if grid_short != Some(true) {
-            because.push("waves_per_sm");
+            because.push(FactKey::WavesPerSm);
         }
         return Some(mk(BoundKind::GridTooSmall, because));
     }
@@ -76,9 +75,9 @@ pub fn classify(f: &Facts) -> Option<Bound> {
 /// The measured units and their elapsed-based utilisation, % of peak capped at 100: `(unit, pct, fact key)`.
 /// "memory" (ncu's combined memory throughput) stands in only when no single memory unit was measured,
 /// or when it is higher than every one measured (it is the busiest of its memory units).
-pub fn utilisation(f: &Facts) -> Vec<(&'static str, f64, &'static str)> {
+pub fn utilisation(f: &Facts) -> Vec<(&'static str, f64, FactKey)> {
     let elapsed = |x: &Fact| x.evidence.iter().all(|e| !e.metric.contains("sustained_active"));
-    let mut v: Vec<(&'static str, f64, &'static str)> =
+    let mut v: Vec<(&'static str, f64, FactKey)> =
         [(&f.sm_throughput_pct, "SM"), (&f.dram_throughput_pct, "DRAM"), (&f.l2_throughput_pct, "L2"), (&f.l1_throughput_pct, "L1/TEX")]
             .into_iter()
             .filter_map(|(x, n)| x.as_ref().filter(|x| elapsed(x)).map(|x| (n, x.value.min(100.0), x.key)))
@@ -96,7 +95,7 @@ pub fn utilisation(f: &Facts) -> Vec<(&'static str, f64, &'static str)> {
 }
 
 /// The busiest memory unit measured (L1/TEX, L2, DRAM or ncu's combined memory throughput).
-pub fn busiest_memory(f: &Facts) -> Option<(&'static str, f64, &'static str)> {
+pub fn busiest_memory(f: &Facts) -> Option<(&'static str, f64, FactKey)> {
     utilisation(f).into_iter().filter(|u| u.0 != "SM").max_by(|a, b| a.1.total_cmp(&b.1))
 }
 

@@ -7,6 +7,7 @@
 use super::factors::View;
 use super::members::Member;
 use super::{thresholds, Change, KernelSet, MemberRef, Pair, SetFinding};
+use crate::facts::FactKey;
 use crate::format::duration;
 use crate::rules::fmt_num;
 
@@ -45,7 +46,7 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
             format!(
             "Compared on the {} facts every member has; left out (missing in some member, e.g. another ncu version or section set): {}.",
             compared.len(),
-            left_out.join(", ")
+            left_out.iter().map(|key| key.as_str()).collect::<Vec<_>>().join(", ")
         ),
         );
     }
@@ -72,17 +73,17 @@ fn short(m: &Member) -> String {
 }
 
 /// Facts present in every member, and those present in some only.
-fn shared_facts(ms: &[Member]) -> (Vec<String>, Vec<String>) {
+fn shared_facts(ms: &[Member]) -> (Vec<FactKey>, Vec<FactKey>) {
     let mut compared = Vec::new();
     let mut left = Vec::new();
-    let mut keys: Vec<&String> = ms.iter().flat_map(|m| m.facts.keys()).collect();
+    let mut keys: Vec<FactKey> = ms.iter().flat_map(|m| m.facts.keys().copied()).collect();
     keys.sort();
     keys.dedup();
     for k in keys {
-        if ms.iter().all(|m| m.facts.contains_key(k)) {
-            compared.push(k.clone());
+        if ms.iter().all(|m| m.facts.contains_key(&k)) {
+            compared.push(k);
         } else {
-            left.push(k.clone());
+            left.push(k);
         }
     }
     (compared, left)
@@ -120,14 +121,14 @@ fn bound_of(m: &Member) -> String {
 /// removes (1 - smaller/larger), so a fact that appears or vanishes (bank conflicts 0% -> 93.9%)
 /// ranks first; a change under 5% of the larger value, or a percentage that moves by less than
 /// `min_pct_points`, is not a difference.
-fn differing_facts(a: &Member, b: &Member, keys: &[String], n: usize) -> Vec<String> {
+fn differing_facts(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<String> {
     let mut scored: Vec<(f64, usize, String)> = Vec::new();
     for (rank, key) in thresholds().compared_facts.iter().enumerate() {
         if !keys.contains(key) {
             continue;
         }
         let (Some(&x), Some(&y)) = (a.facts.get(key), b.facts.get(key)) else { continue };
-        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.clone(), String::new()));
+        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.to_string(), String::new()));
         let Some(score) = change_score(x, y, &unit) else { continue };
         scored.push((score, rank, format!("{} {} -> {}", mid_sentence(&label), with_unit(x, &unit), with_unit(y, &unit))));
     }
@@ -176,7 +177,7 @@ fn with_unit(value: f64, unit: &str) -> String {
     }
 }
 
-fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[String], per_thread: bool) -> String {
+fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: bool) -> String {
     // Time, or time per thread when the problem size varies (ns per thread, shown with 3 digits).
     let cost = |m: &Member| -> f64 {
         let d = m.duration_ns.unwrap_or(0.0);
@@ -332,7 +333,7 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
 }
 
 /// What each step of a version series changed in time and in the metrics (neighbours in order).
-fn steps(ms: &[Member], pairs: &[Pair], compared: &[String]) -> Vec<String> {
+fn steps(ms: &[Member], pairs: &[Pair], compared: &[FactKey]) -> Vec<String> {
     let mut out = Vec::new();
     for w in 0..ms.len().saturating_sub(1) {
         let (a, b) = (&ms[w], &ms[w + 1]);
@@ -397,20 +398,20 @@ mod tests {
     use super::*;
     use crate::sets::group::tests::member;
 
-    fn with_facts(kernel: &str, facts: &[(&str, f64, &str, &str)]) -> Member {
+    fn with_facts(kernel: &str, facts: &[(FactKey, f64, &str, &str)]) -> Member {
         let mut m = member("a.ncu-rep", kernel, 1024, 1, 10.0);
         for (key, value, label, unit) in facts {
-            m.facts.insert(key.to_string(), *value);
-            m.labels.insert(key.to_string(), (label.to_string(), unit.to_string()));
+            m.facts.insert(*key, *value);
+            m.labels.insert(*key, (label.to_string(), unit.to_string()));
         }
         m
     }
 
     #[test]
     fn a_fact_that_appears_or_vanishes_is_the_largest_difference() {
-        let conflicts = ("shared_bank_conflict_pct", "Shared-memory wavefronts from bank conflicts", "%");
-        let smem = ("shared_mem_per_block_bytes", "Shared memory per block", "byte");
-        let excess = ("global_excessive_sectors_pct", "Excessive global sectors", "%");
+        let conflicts = (FactKey::SharedBankConflictPct, "Shared-memory wavefronts from bank conflicts", "%");
+        let smem = (FactKey::SharedMemPerBlockBytes, "Shared memory per block", "byte");
+        let excess = (FactKey::GlobalExcessiveSectorsPct, "Excessive global sectors", "%");
         let slow = with_facts(
             "setColReadCol(int *)",
             &[(conflicts.0, 93.9, conflicts.1, conflicts.2), (smem.0, 5120.0, smem.1, smem.2), (excess.0, 0.0, excess.1, excess.2)],
@@ -419,7 +420,7 @@ mod tests {
             "setRowReadRowUsingCUB(int *)",
             &[(conflicts.0, 0.0, conflicts.1, conflicts.2), (smem.0, 1024.0, smem.1, smem.2), (excess.0, 0.8, excess.1, excess.2)],
         );
-        let keys: Vec<String> = [conflicts.0, smem.0, excess.0].iter().map(|k| k.to_string()).collect();
+        let keys = [conflicts.0, smem.0, excess.0];
         let diff = differing_facts(&slow, &fast, &keys, 3);
         assert_eq!(
             diff,

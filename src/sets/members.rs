@@ -4,6 +4,7 @@
 
 use super::names;
 use crate::analysis::{self, LaunchAnalysis};
+use crate::facts::FactKey;
 use crate::profile::{Launch, Profile, SourceKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,10 +52,10 @@ pub struct Member {
     pub path_values: BTreeMap<String, String>,
     /// Fact values by key (what members are compared on).
     #[serde(skip)]
-    pub facts: BTreeMap<String, f64>,
+    pub facts: BTreeMap<FactKey, f64>,
     /// Labels and units of the facts, by key.
     #[serde(skip)]
-    pub labels: BTreeMap<String, (String, String)>,
+    pub labels: BTreeMap<FactKey, (String, String)>,
 }
 
 impl Member {
@@ -175,7 +176,7 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         },
         file_share_pct: share,
         path_values: BTreeMap::new(),
-        facts: all.iter().map(|f| (f.key.to_string(), f.value)).collect(),
-        labels: all.iter().map(|f| (f.key.to_string(), (f.label.to_string(), f.unit.to_string()))).collect(),
+        facts: all.iter().map(|f| (f.key, f.value)).collect(),
+        labels: all.iter().map(|f| (f.key, (f.label.to_string(), f.unit.to_string()))).collect(),
     }
 }

@@ -150,7 +150,7 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
                     evidence: r
                         .facts
                         .iter()
-                        .filter_map(|k| a.facts.get(k))
+                        .filter_map(|k| a.facts.get(*k))
                         .map(|f| Citation { metric: f.key.to_string(), value: f.value, unit: f.unit.to_string() })
                         .collect(),
                     explanation: String::new(),
