@@ -69,7 +69,7 @@ pub struct NumberMeaning {
     /// `negative` in `prompts/meanings.toml`): a sentence must not write it as working or used.
     pub negative: bool,
     /// Its item gives it as an upper bound ("a fix saves at most 30.8% of this kernel's time": see
-    /// `bound_in_facts` in `prompts/meanings.toml`): a sentence must write it as one.
+    /// `bound_markers` in `prompts/meanings.toml`): a sentence must write it as one.
     pub upper_bound: bool,
 }
 
@@ -82,7 +82,7 @@ struct MeaningWords {
     /// Words that give a share the sense of idle, wasted or not working.
     negative: Vec<String>,
     /// Phrases that make a facts item an upper bound ("at most", "up to").
-    bound_in_facts: Vec<String>,
+    bound_markers: Vec<String>,
     /// Words that keep a number an upper bound in model text ("up to", "at most", "could").
     bound: Vec<String>,
     synonyms: std::collections::BTreeMap<String, Vec<String>>,
@@ -467,10 +467,10 @@ fn has_word(text: &str, list: &[String]) -> bool {
     text.to_lowercase().split(|c: char| !c.is_alphanumeric()).any(|w| list.iter().any(|n| n == w))
 }
 
-/// Whether a facts item gives its number as an upper bound (a phrase of `bound_in_facts`).
+/// Whether a facts item gives its number as an upper bound (a phrase of `bound_markers`).
 fn is_upper_bound(item: &str, words: &MeaningWords) -> bool {
     let padded = format!(" {} ", item.to_lowercase().split(|c: char| !c.is_alphanumeric()).collect::<Vec<_>>().join(" "));
-    words.bound_in_facts.iter().any(|phrase| padded.contains(&format!(" {phrase} ")))
+    words.bound_markers.iter().any(|phrase| padded.contains(&format!(" {phrase} ")))
 }
 
 /// Whether `rest` (a suffix of `text`) starts where a number may start: not inside a word.
