@@ -58,18 +58,8 @@ pub fn fmt_value(value: f64, unit: &str) -> String {
     }
 }
 
-/// A duration with µs (not "us", which reads as a word).
-pub fn duration(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
+/// A duration with µs (not "us", which reads as a word): the one formatter every report uses.
+pub use crate::format::duration;
 
 /// Who controls the kernel's code, in words for the model.
 fn origin_words(kind: &rules::KernelKind) -> String {

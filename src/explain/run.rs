@@ -152,7 +152,7 @@ impl Run<'_> {
         let launch = &loaded.launch;
         let rep = table.groups[entry].rep;
         let la = analysis::analyse_launch_in(launch, Some(group.time_share_pct));
-        let source_lines_all = source::hot_lines(launch, &opts.settings.source_files);
+        let source_lines_all = source::hot_lines_with(launch, &opts.settings.source_files, &loaded.code);
         let located = opts.settings.edit.then(|| kernel_code(&la, &loaded.code, &self.user_code));
         self.stats.kernels_with_code += usize::from(matches!(located, Some(Ok(_))));
         let code_key = located.as_ref().map(|l| code::code_sha256(l.as_ref().ok())).unwrap_or_default();

@@ -3,7 +3,7 @@
 //! the text of `--source FILE.cu` when the profile holds line numbers but not the code.
 
 use super::report::{LineCounter, SourceLine};
-use crate::profile::{Launch, Profile, SourceKind, SourceView};
+use crate::profile::{Launch, Profile, SourceFile, SourceKind, SourceView};
 use crate::rules::Category;
 use std::path::PathBuf;
 
@@ -102,6 +102,12 @@ fn per_line(view: &SourceView) -> Vec<LineCounts<'_>> {
 /// with its SASS instructions' counts summed). Lines a reader cannot find (no text and no line
 /// number) and lines under [`MIN_HOT_LINE_PCT`] of the counter are left out.
 pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
+    hot_lines_with(launch, source_files, &[])
+}
+
+/// [`hot_lines`], with the line texts also taken from the files the report embeds for the launch
+/// (`ncu --import-source yes`) when the user gave none.
+pub fn hot_lines_with(launch: &Launch, source_files: &[PathBuf], embedded: &[SourceFile]) -> Vec<SourceLine> {
     let Some(view) = &launch.source else { return vec![] };
     let Some(col) = pick_column(view) else { return vec![] };
     let lines = per_line(view);
@@ -111,10 +117,13 @@ pub fn hot_lines(launch: &Launch, source_files: &[PathBuf]) -> Vec<SourceLine> {
     }
     let mut ranked: Vec<&LineCounts> = lines.iter().filter(|l| l.values[col] > 0.0).collect();
     ranked.sort_by(|a, b| b.values[col].total_cmp(&a.values[col]));
-    let texts: Vec<(PathBuf, Vec<String>)> = source_files
+    let mut texts: Vec<(PathBuf, Vec<String>)> = source_files
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok().map(|t| (p.clone(), t.lines().map(String::from).collect())))
         .collect();
+    if texts.is_empty() {
+        texts = embedded.iter().map(|f| (PathBuf::from(&f.path), f.text.lines().map(String::from).collect())).collect();
+    }
     ranked
         .into_iter()
         .filter(|l| 100.0 * l.values[col] / totals[col] >= MIN_HOT_LINE_PCT && (l.line.is_some() || !l.text.trim().is_empty()))

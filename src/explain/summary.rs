@@ -205,6 +205,7 @@ pub fn check(facts: &SummaryFacts, text: &str) -> Vec<String> {
         reasons.push(format!("number {n} is not one of the profile's values"));
     }
     reasons.extend(facts.grounding.misattributed(text));
+    reasons.extend(facts.grounding.bounds_as_shares(text));
     for sentence in text.split_inclusive(". ").map(str::trim).filter(|s| !s.is_empty()) {
         for r in crate::prose::gate().check_profile_sentence(sentence, &facts.identifiers) {
             reasons.push(format!("\"{}\": {r}", sentence.chars().take(60).collect::<String>()));

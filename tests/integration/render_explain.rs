@@ -7,7 +7,7 @@
 use keet::analysis::{analyse_launch, FileError};
 use keet::explain::report::{
     Citation, CodeEdit, CodeOrigin, CodeSection, DroppedFinding, EditCheck, ExplainReport, Finding, KernelCodeRef, KernelExplanation,
-    KernelGroup, ModelInfo, Origin, ProseCounts, RefusedEdit, ReplacedSentence, ShownFinding, SourceLine, TextOrigin, Writer,
+    KernelGroup, LineCounter, ModelInfo, Origin, ProseCounts, RefusedEdit, ReplacedSentence, ShownFinding, SourceLine, TextOrigin, Writer,
     EXPLAIN_SCHEMA,
 };
 use keet::render::explain::render_explain;
@@ -132,7 +132,10 @@ fn report_from(rel: &str, top: usize) -> ExplainReport {
                     text: "out[i] = a[i * stride] + b[i];".into(),
                     counter: "Warp Stall Sampling (All Samples)".into(),
                     share_pct: 37.5,
-                    counters: vec![],
+                    counters: vec![
+                        LineCounter { counter: "Warp Stall Sampling (All Samples)".into(), value: 300.0, share_pct: 37.5 },
+                        LineCounter { counter: "L2 Theoretical Sectors Global Excessive".into(), value: 4096.0, share_pct: 99.9 },
+                    ],
                 }]
             } else {
                 vec![]
@@ -310,6 +313,9 @@ fn text_report() {
         assert!(!o.contains("This affects our team.") && !o.contains("FP64 throughput dominates."), "{f:?}: {o}");
     }
     assert!(s.contains("kernel.cu:42") && s.contains("37.5% of Warp Stall Sampling"), "{s}");
+    // The line's own counts beside the ranking one (issue 37), once each.
+    assert!(s.contains("the line also has 99.9% of L2 Theoretical Sectors Global Excessive\n"), "{s}");
+    assert_eq!(s.matches("of Warp Stall Sampling (All Samples)").count(), s.matches("kernel.cu:42").count(), "{s}");
     assert!(s.contains("Summary (ranked by time"), "{s}");
     assert!(s.contains("25 more kernels not explained"), "{s}");
     assert!(s.contains("error: ") && s.contains("long_prefill_prof_lines_only.csv"), "{s}");
@@ -334,6 +340,7 @@ fn markdown_report() {
         "{s}"
     );
     assert!(s.contains("<details><summary>Facts ("));
+    assert!(s.contains("37.5% of Warp Stall Sampling (All Samples); 99.9% of L2 Theoretical Sectors Global Excessive |"), "{s}");
     // Table rows never break: every table line starts and ends with a pipe.
     for line in s.lines().filter(|l| l.starts_with('|')) {
         assert!(line.ends_with('|'), "broken table row: {line}");
