@@ -198,7 +198,9 @@ pub fn inspect_files(files: &[PathBuf], jobs: usize, all_metrics: bool) -> Resul
     Ok(doc)
 }
 
-/// A launch's `gpu__time_duration.sum` in ns (0 when absent): what kernel groups are ranked by.
+/// A launch's duration in ns (0 when absent): what kernel groups are ranked by. It is the
+/// `duration_ns` fact (`gpu__time_duration.sum`, then `.avg`, then the plain name, in ns), so a
+/// ranking and the facts it ranks by never disagree.
 pub fn duration_ns(l: &Launch) -> f64 {
-    l.metrics.get("gpu__time_duration.sum").filter(|m| *m.unit == crate::profile::Unit::Nanoseconds).and_then(|m| m.as_f64()).unwrap_or(0.0)
+    crate::facts::derive_duration(l).unwrap_or(0.0)
 }

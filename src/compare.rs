@@ -497,8 +497,8 @@ fn kernel_delta(kind: MatchKind, bg: &Group, bp: &[Profile], ag: &Group, ap: &[P
     (k, ba, aa)
 }
 
-/// A kernel group's identity: name, block and grid.
-pub type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
+// A kernel group's identity (name, block and grid): the batch table's one key.
+pub use crate::report::batch::GroupKey;
 
 /// Matched pairs (before index, after index, how) and the unmatched indices of each side.
 pub type Matching = (Vec<(usize, usize, MatchKind)>, Vec<usize>, Vec<usize>);

@@ -66,8 +66,8 @@ pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>
 
 pub use crate::analysis::duration_ns;
 
-/// What makes launches identical: kernel name, grid size and block size.
-type GroupKey = (String, Option<[u64; 3]>, Option<[u64; 3]>);
+// What makes launches identical (kernel name, block and grid): the batch table's one key.
+use crate::report::batch::GroupKey;
 
 /// Groups identical launches across all profiles, longest total time first (ties: first seen).
 pub fn group_kernels(profiles: &[Profile]) -> Vec<Group> {
