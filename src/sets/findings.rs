@@ -167,13 +167,25 @@ const COUNTED_UNITS: &[&str] = &["byte", "wave", "block", "thread", "sector", "c
 /// A fact's value with its unit as a sentence writes it: "93.9%", "5120 bytes", "40.7 waves",
 /// "1.50 byte/sector".
 fn with_unit(value: f64, unit: &str) -> String {
+    let shown = plain_number(value);
     match unit {
-        "" | "ratio" => fmt_num(value),
-        "%" => format!("{}%", fmt_num(value)),
-        "branch" if value != 1.0 => format!("{} branches", fmt_num(value)),
-        "inst" if value != 1.0 => format!("{} instructions", fmt_num(value)),
-        counted if value != 1.0 && COUNTED_UNITS.contains(&counted) => format!("{} {counted}s", fmt_num(value)),
-        unit => format!("{} {unit}", fmt_num(value)),
+        "" | "ratio" => shown,
+        "%" => format!("{shown}%"),
+        "branch" if value != 1.0 => format!("{shown} branches"),
+        "inst" if value != 1.0 => format!("{shown} instructions"),
+        counted if value != 1.0 && COUNTED_UNITS.contains(&counted) => format!("{shown} {counted}s"),
+        unit => format!("{shown} {unit}"),
+    }
+}
+
+/// A number as a sentence writes it: [`fmt_num`]'s digits, but a small positive value with two
+/// significant digits in decimals (0.00095, not 9.470e-4).
+fn plain_number(value: f64) -> String {
+    if value > 0.0 && value < 0.01 {
+        let decimals = (1.0 - value.log10().floor()) as usize;
+        format!("{value:.decimals$}")
+    } else {
+        fmt_num(value)
     }
 }
 
@@ -452,5 +464,6 @@ mod tests {
         assert_eq!(with_unit(1.0, "wave"), "1 wave");
         assert_eq!(with_unit(2.0, "branch"), "2 branches");
         assert_eq!(with_unit(8.0, "byte/sector"), "8 byte/sector");
+        assert_eq!(with_unit(9.47e-4, "wave"), "0.00095 waves");
     }
 }
