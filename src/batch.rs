@@ -1,5 +1,7 @@
-//! Batches: the streaming first pass of `keet explain` over many profiles, and the kernel table
-//! it leaves behind, which is also what `keet merge` combines across shards.
+//! The one scan: reading profiles (with one progress bar and thread pool), grouping identical
+//! launches (same name and launch shape) into the batch table, and ranking and choosing groups by
+//! their share of time. `keet explain` streams a batch through it, `keet compare` ranks each side
+//! with the same table, and `keet merge` combines shards' tables.
 //!
 //! Memory does not grow with the batch's raw metrics: each profile is parsed (a few at a time, in
 //! parallel), reduced to its launches' identity and duration, and dropped. What stays is a
@@ -200,19 +202,29 @@ impl BatchTable {
     }
 }
 
+/// The reading progress bar, on stderr only when asked and stderr is a terminal.
+fn progress_bar(files: usize, progress: bool) -> Option<indicatif::ProgressBar> {
+    (progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(files as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} reading profiles {pos}/{len} {wide_msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    })
+}
+
+/// A pool of `jobs` threads (0 = all cores); `None` runs on rayon's global pool.
+fn thread_pool(jobs: usize) -> Option<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok()
+}
+
 /// The streaming first pass: reads `files` (a few at a time on `jobs` threads, 0 = all cores),
 /// keeps each one's launches in the table and drops its metrics. Bad files become errors; the
 /// others go on. A progress bar is drawn on stderr only when asked and stderr is a terminal.
 pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<FileError>) {
-    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new(files.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} reading profiles {pos}/{len} {wide_msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok();
+    let bar = progress_bar(files.len(), progress);
+    let pool = thread_pool(jobs);
     let threads = pool.as_ref().map(|p| p.current_num_threads()).unwrap_or_else(rayon::current_num_threads);
     // Enough files in flight to keep every thread busy; no more, so memory stays flat.
     let chunk = (threads * 4).max(1);
@@ -251,6 +263,99 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
         b.finish_and_clear();
     }
     (table, errors)
+}
+
+/// Parses every file whole, in parallel (`jobs` threads, 0 = all cores), for the commands that
+/// need every launch's metrics at once (`keet compare`). Bad files become errors; the others go
+/// on. The same progress bar as [`scan`].
+pub fn read_all(files: &[PathBuf], jobs: usize, progress: bool) -> (Vec<Profile>, Vec<FileError>) {
+    let bar = progress_bar(files.len(), progress);
+    let run = || -> Vec<_> {
+        files
+            .par_iter()
+            .map(|path| {
+                let read = crate::profile::read_path(path);
+                if let Some(bar) = &bar {
+                    bar.inc(1);
+                }
+                read
+            })
+            .collect()
+    };
+    let results = match thread_pool(jobs) {
+        Some(pool) => pool.install(run),
+        None => run(),
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let mut profiles = Vec::new();
+    let mut errors = Vec::new();
+    for (path, read) in files.iter().zip(results) {
+        // A file cut short keeps its complete launches and is still reported as an error.
+        let (profile, error) = crate::profile::salvage(read);
+        profiles.extend(profile);
+        errors.extend(error.map(|e| FileError { path: path.clone(), message: e.to_string() }));
+    }
+    (profiles, errors)
+}
+
+/// One group of identical launches and its representative (the longest launch), over profiles
+/// held in memory.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub group: KernelGroup,
+    /// (profile index, launch index) of the representative.
+    pub rep: (usize, usize),
+}
+
+impl Group {
+    pub fn launch<'a>(&self, profiles: &'a [Profile]) -> &'a Launch {
+        &profiles[self.rep.0].launches[self.rep.1]
+    }
+}
+
+/// Groups identical launches across `profiles` with the batch table, ranked as `keet explain`
+/// ranks a batch: longest total time first, ties first seen first.
+pub fn group_kernels(profiles: &[Profile]) -> Vec<Group> {
+    let mut table = BatchTable::default();
+    for profile in profiles {
+        // One table file per profile, so a table file index is a profile index.
+        table.add_profile(profile);
+    }
+    let (ranked, all_ns) = table.ranked();
+    ranked
+        .into_iter()
+        .map(|(i, _)| {
+            let rep = &table.groups[i].rep;
+            Group { group: table.kernel_group(i, all_ns), rep: (rep.file as usize, rep.index as usize) }
+        })
+        .collect()
+}
+
+/// The groups that make up `coverage_pct` of the time, at most `top`; returns them and how many were skipped.
+pub fn choose(groups: &[Group], coverage_pct: f64, top: usize) -> (Vec<Group>, usize) {
+    let n = chosen_count(groups.iter().map(|g| (g.group.total_duration_ns, g.group.time_share_pct)), coverage_pct, top);
+    (groups[..n].to_vec(), groups.len() - n)
+}
+
+/// How many of the ranked groups, given as (total time in ns, share of all time in percent),
+/// longest first, make up `coverage_pct` of the time, at most `top`.
+pub fn chosen_count(ranked: impl Iterator<Item = (f64, f64)> + Clone, coverage_pct: f64, top: usize) -> usize {
+    let mut n = 0;
+    let mut covered = 0.0;
+    let has_time = ranked.clone().any(|(total_ns, _)| total_ns > 0.0);
+    for (_, share_pct) in ranked {
+        if n >= top.max(1) {
+            break;
+        }
+        if has_time && covered >= coverage_pct {
+            break;
+        }
+        covered += share_pct;
+        n += 1;
+    }
+    n
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -359,4 +464,72 @@ fn attach_sources(table: &BatchTable, reps: &mut Vec<Launch>) -> Result<(), RepE
     let mut profiles = crate::explain::source::attach_source_views(profiles);
     *reps = profiles.pop().map(|p| p.launches).unwrap_or_default();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Metric, MetricValue, Unit};
+
+    fn launch(id: u64, name: &str, ns: f64) -> Launch {
+        let mut l = Launch { id, name: name.into(), block_size: Some([128, 1, 1]), grid_size: Some([10, 1, 1]), ..Default::default() };
+        l.metrics.insert(
+            "gpu__time_duration.sum",
+            Metric {
+                value: MetricValue::Number(ns),
+                unit: &Unit::Nanoseconds,
+                raw_value: &ns.to_string(),
+                raw_unit: "ns",
+                label: None,
+                section: None,
+                origin: Default::default(),
+            },
+        );
+        l
+    }
+
+    #[test]
+    fn groups_identical_launches_and_covers_time() {
+        let p = Profile {
+            path: "a.csv".into(),
+            kind: SourceKind::MetricsCsv,
+            launches: vec![launch(0, "a", 10.0), launch(1, "b", 85.0), launch(2, "a", 30.0), launch(3, "c", 5.0)],
+            notes: vec![],
+            source_files: vec![],
+        };
+        let g = group_kernels(std::slice::from_ref(&p));
+        assert_eq!(g.len(), 3);
+        assert_eq!(g[0].group.name, "b");
+        assert_eq!(g[1].group.name, "a");
+        assert_eq!(g[1].group.launches, 2);
+        assert_eq!(g[1].rep, (0, 2), "the longest launch represents the group");
+        // b (65.4%) + a (30.8%) = 96.2% >= 95%: c is skipped.
+        let (chosen, skipped) = choose(&g, 95.0, 10);
+        assert_eq!(chosen.len(), 2);
+        assert_eq!(skipped, 1);
+        let (chosen, _) = choose(&g, 95.0, 1);
+        assert_eq!(chosen.len(), 1);
+    }
+
+    #[test]
+    fn a_source_page_takes_a_profile_index_and_groups_nothing() {
+        let page = Profile {
+            path: "s.csv".into(),
+            kind: SourceKind::SourceCsv,
+            launches: vec![launch(7, "a", 1.0)],
+            notes: vec![],
+            source_files: vec![],
+        };
+        let metrics = Profile {
+            path: "m.csv".into(),
+            kind: SourceKind::MetricsCsv,
+            launches: vec![launch(0, "a", 10.0)],
+            notes: vec![],
+            source_files: vec![],
+        };
+        let g = group_kernels(&[page, metrics]);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].rep, (1, 0), "the representative's profile index counts the source page");
+        assert_eq!(g[0].group.files, vec![PathBuf::from("m.csv")]);
+    }
 }

@@ -13,9 +13,9 @@
 //! listed as only-before / only-after.
 
 use crate::analysis::{self, FileError, LaunchAnalysis};
+use crate::batch::{self, Group};
 use crate::explain::report::Citation;
 use crate::explain::schema;
-use crate::explain::select::{self, Group};
 use crate::facts::{Fact, FactKey, Facts};
 use crate::llm::engine::{Engine, EngineOptions, GenerateOptions};
 use crate::llm::template::ChatMessage;
@@ -544,7 +544,7 @@ fn read_side(input: &Path, jobs: usize) -> Result<SideRead, CompareError> {
     if files.is_empty() {
         errors.push(FileError { path: input.to_path_buf(), message: format!("{}: no .ncu-rep or .csv files found", input.display()) });
     }
-    let (profiles, errs) = select::read_all(&files, jobs, false);
+    let (profiles, errs) = batch::read_all(&files, jobs, false);
     errors.extend(errs);
     Ok((files, profiles, errors))
 }
@@ -618,8 +618,8 @@ pub fn compare(before: &Path, after: &Path, opts: &CompareOptions) -> Result<Com
     let (bfiles, bprof, mut errors) = read_side(before, opts.jobs)?;
     let (afiles, aprof, aerr) = read_side(after, opts.jobs)?;
     errors.extend(aerr);
-    let bg = select::group_kernels(&bprof);
-    let ag = select::group_kernels(&aprof);
+    let bg = batch::group_kernels(&bprof);
+    let ag = batch::group_kernels(&aprof);
     let (mut matched, ob, oa) = match_sides(&bg, &bprof, &ag, &aprof, opts);
     let asked = if opts.no_llm { ModelRun::default() } else { explain_changes(&mut matched, (&bg, &bprof), (&ag, &aprof), opts)? };
 

@@ -21,7 +21,6 @@ pub mod report;
 pub mod rule_answer;
 pub mod run;
 pub mod schema;
-pub mod select;
 pub mod source;
 pub mod stats;
 pub mod summary;

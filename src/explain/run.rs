@@ -8,7 +8,7 @@ use super::assemble::{self, ReportParts};
 use super::model::{Model, ModelSlot, ModelSource};
 use super::report::*;
 use super::rule_answer::{rules_only, verdict};
-use super::{code, concurrent, decoding, prompt, schema, select, source, summary};
+use super::{code, concurrent, decoding, prompt, schema, source, summary};
 use super::{ExplainError, ExplainOptions, ProseMode, RunStats};
 use crate::analysis::{self, FileError, LaunchAnalysis};
 use crate::batch::{BatchTable, Rep};
@@ -131,7 +131,7 @@ fn choose(table: &BatchTable, opts: &ExplainOptions) -> Chosen {
     let (ranked, total_ns) = table.ranked();
     // Only what choosing needs: the time and share of each group (no file lists yet).
     let shares = ranked.iter().map(|&(_, t)| (t, if total_ns > 0.0 { 100.0 * t / total_ns } else { 0.0 }));
-    let n_chosen = select::chosen_count(shares, opts.settings.coverage_pct, opts.settings.top);
+    let n_chosen = crate::batch::chosen_count(shares, opts.settings.coverage_pct, opts.settings.top);
     let skipped = ranked.len() - n_chosen;
     let kernels = ranked[..n_chosen].iter().map(|&(e, _)| (e, table.kernel_group(e, total_ns))).collect();
     Chosen { kernels, skipped, total_ns }

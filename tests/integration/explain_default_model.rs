@@ -9,7 +9,8 @@
 //! The slowest test of the suite (tens of seconds per kernel on 2 cores), so it is the only one
 //! that runs the default model; engine mechanics run on SmolLM2 elsewhere.
 
-use keet::explain::{prompt, select, source};
+use keet::batch;
+use keet::explain::{prompt, source};
 use keet::validate::Context;
 use std::path::Path;
 use std::process::Command;
@@ -42,7 +43,7 @@ fn default_model_text_is_shown_and_every_shown_sentence_is_grounded() {
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
         assert!(doc["model"]["name"].as_str().unwrap().contains("qwen2.5-coder-1.5b"), "{}", doc["model"]);
         let profiles = vec![keet::profile::read_path(Path::new(&path)).unwrap()];
-        let groups = select::group_kernels(&profiles);
+        let groups = batch::group_kernels(&profiles);
         let mut shown_here = 0;
         for k in doc["kernels"].as_array().unwrap() {
             let name = k["kernel"]["name"].as_str().unwrap();

@@ -258,7 +258,7 @@ fn source_page_is_attached_and_hot_lines_found() {
         read("rtx3060-sassscope/details.csv"),
         read("rtx3060-sassscope/source_cuda_sass.csv"),
     ]);
-    let groups = keet::explain::select::group_kernels(&profiles);
+    let groups = keet::batch::group_kernels(&profiles);
     assert_eq!(groups.len(), 1, "the source page is attached, not a kernel of its own");
     let launch = groups[0].launch(&profiles);
     let lines = keet::explain::source::hot_lines(launch, &[]);

@@ -7,7 +7,7 @@
 //!
 //! The model must be installed (`scripts/install-model.sh`, which `.ci/run` runs).
 
-use keet::explain::select;
+use keet::batch;
 use keet::validate::Context;
 use std::path::Path;
 use std::process::Command;
@@ -83,7 +83,7 @@ fn every_shown_model_sentence_passes_the_gate() {
         totals.2 += p["replaced"].as_u64().unwrap();
         // The launches the report explains, analysed here again for the gate's context.
         let profiles = vec![keet::profile::read_path(Path::new(&path)).unwrap()];
-        let groups = select::group_kernels(&profiles);
+        let groups = batch::group_kernels(&profiles);
         for k in doc["kernels"].as_array().unwrap() {
             kernels += 1;
             let name = k["kernel"]["name"].as_str().unwrap();
