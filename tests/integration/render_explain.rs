@@ -468,3 +468,18 @@ fn the_code_edit_renders_as_a_diff_in_every_format() {
     assert_eq!(edit["kinds"][0], "shared-declaration");
     assert!(schema().iter_errors(&json).next().is_none(), "the report with code sections validates against the schema");
 }
+
+#[test]
+fn a_hot_line_without_its_source_text_leaves_no_empty_code_or_trailing_space() {
+    // A report with per-line counters but no embedded source (no `--import-source yes`).
+    let mut report = report_from("h200-moe/sglang_short_decode_raw.csv", 1);
+    let line = &mut report.kernels[0].findings[0].source_lines[0];
+    line.text.clear();
+    for format in [Format::Text, Format::Md, Format::Context] {
+        let s = render_explain(&report, format).unwrap();
+        let hot = s.lines().find(|l| l.contains("kernel.cu:42")).unwrap_or_else(|| panic!("{format:?}: the hot line is shown\n{s}"));
+        assert!(!hot.contains("``"), "{format:?}: no empty code span: {hot:?}");
+        assert_eq!(hot, hot.trim_end(), "{format:?}: no trailing space: {hot:?}");
+        assert!(hot.contains("37.5% of Warp Stall Sampling"), "{format:?}: {hot:?}");
+    }
+}
