@@ -168,3 +168,19 @@ fn every_shown_model_sentence_passes_the_gate() {
         assert_eq!(v["findings"], q["findings"]);
     }
 }
+
+/// Several kernels in one forward pass (`--concurrency 2`) give the report one at a time gives,
+/// byte for byte: the grammar's long forced runs, prompt-lookup drafts and other sequences'
+/// tokens never change a sequence's values (issue 39). Two kernels of a real report, each with a
+/// re-ask and a code edit, so answers are asked while the other kernel's decode runs.
+#[test]
+fn several_kernels_at_once_give_the_report_one_at_a_time_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = corpus("rtx4090-lashi/smemSquare.ncu-rep");
+    let one = explain(&path, &dir.path().join("one.sqlite3"), &["--concurrency", "1"]);
+    let two = explain(&path, &dir.path().join("two.sqlite3"), &["--concurrency", "2"]);
+    let asked =
+        one["kernels"].as_array().unwrap().iter().filter(|k| k["findings"].as_array().unwrap().iter().any(|f| f["origin"] != "rules"));
+    assert_eq!(asked.count(), 2, "both kernels get model text: {}", one["kernels"]);
+    assert_eq!(one, two, "--concurrency 2 changed the report");
+}

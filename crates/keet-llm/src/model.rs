@@ -41,7 +41,11 @@ pub struct WeightBytes {
 /// A causal language model with its own KV cache.
 pub trait CausalLm: Send {
     /// Runs `tokens` at positions `start_pos..start_pos + tokens.len()`, appending to the KV cache,
-    /// and returns the logits of the last token (length = vocabulary size).
+    /// and returns the logits of the last token (length = vocabulary size). The engine runs
+    /// generated tokens (decode steps, forced runs, drafts) through it and prompts through
+    /// [`CausalLm::forward_prompt`]; an implementation whose values could depend on how generated
+    /// tokens are grouped into calls must not let them (the fast engine runs them all on its
+    /// token-major path), or drafts and batching would change the text.
     fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError>;
     /// Keeps only the first `len` positions of the KV cache (prefix reuse); `0` clears it.
     fn truncate_cache(&mut self, len: usize);

@@ -651,13 +651,8 @@ impl FastLlama {
         Ok(())
     }
 
-    /// Runs `tokens` of slot 0 on the batched path (`batched`) or the token-major one, and returns
-    /// the last token's logits.
-    fn run(&mut self, tokens: &[u32], start_pos: usize, batched: bool) -> Result<Vec<f32>, LlmError> {
-        self.run_slot(0, tokens, start_pos, batched)
-    }
-
-    /// Like [`FastLlama::run`] on slot `slot`'s cache.
+    /// Runs `tokens` of slot `slot` on the batched path (`batched`) or the token-major one, and
+    /// returns the last token's logits.
     fn run_slot(&mut self, slot: usize, tokens: &[u32], start: usize, batched: bool) -> Result<Vec<f32>, LlmError> {
         self.run_logits(&[SlotRun { slot, tokens, start }], batched, false)
     }
@@ -666,6 +661,28 @@ impl FastLlama {
     /// logits of each run's last token, one vocabulary-long row per run; with `each` (token-major
     /// path only), the logits after every token of every run, run after run.
     fn run_logits(&mut self, runs: &[SlotRun<'_>], batched: bool, each: bool) -> Result<Vec<f32>, LlmError> {
+        let hidden = self.advance(runs, batched, each)?;
+        Ok(self.logits(&hidden))
+    }
+
+    /// Generated tokens of slot `slot` (a decode step, a run of forced tokens, however long) on the
+    /// token-major path, `SMALL_T` at a time, and the logits after the last. Each token's values
+    /// are those it gets in any other split (one at a time, with drafts, beside other sequences),
+    /// so where the tokens are cut never changes an answer; the prompt path
+    /// ([`FastLlama::forward_prompt_slot`]) is for prompts alone.
+    fn run_generated(&mut self, slot: usize, tokens: &[u32], start: usize) -> Result<Vec<f32>, LlmError> {
+        let Some((last, before)) = split_last_chunk(tokens, SMALL_T) else {
+            return self.run_slot(slot, tokens, start, false); // no tokens: run_logits says so
+        };
+        for (i, chunk) in before.chunks(SMALL_T).enumerate() {
+            self.advance(&[SlotRun { slot, tokens: chunk, start: start + i * SMALL_T }], false, false)?;
+        }
+        self.run_slot(slot, last, start + before.len(), false)
+    }
+
+    /// Runs `runs` as [`FastLlama::run_logits`] does and returns the hidden states it would take
+    /// the logits of (the caches advanced).
+    fn advance(&mut self, runs: &[SlotRun<'_>], batched: bool, each: bool) -> Result<Vec<f32>, LlmError> {
         self.check_runs(runs, batched)?;
         let kv_dim = self.cfg.kv_dim();
         let mut end = 0;
@@ -702,7 +719,7 @@ impl FastLlama {
                 cache.exact = cache.len;
             }
         }
-        Ok(self.logits(&hidden))
+        Ok(hidden)
     }
 
     /// Checks that `runs` name distinct existing slots, each with tokens that continue (or rewrite
@@ -1002,15 +1019,21 @@ fn step_chunks<'a>(runs: &[SlotRun<'a>], max: usize) -> Vec<Vec<(usize, SlotRun<
     chunks
 }
 
+/// `tokens` as (the last chunk of at most `chunk` tokens, what comes before it), the chunks
+/// aligned to the start; `None` when there are no tokens.
+fn split_last_chunk(tokens: &[u32], chunk: usize) -> Option<(&[u32], &[u32])> {
+    if tokens.is_empty() {
+        return None;
+    }
+    let before = (tokens.len() - 1) / chunk * chunk;
+    Some((&tokens[before..], &tokens[..before]))
+}
+
 impl CausalLm for FastLlama {
-    /// A few tokens (a decode step, a run of forced tokens) on the token-major path, more as a
-    /// prompt.
+    /// Generated tokens (a decode step, a run of forced tokens) on the token-major path, in
+    /// chunks of `SMALL_T`: their values do not depend on the split ([`FastLlama::run_generated`]).
     fn forward(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
-        if tokens.len() <= SMALL_T {
-            self.run(tokens, start_pos, false)
-        } else {
-            self.forward_prompt(tokens, start_pos)
-        }
+        self.run_generated(0, tokens, start_pos)
     }
     fn forward_prompt(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
         FastLlama::forward_prompt(self, tokens, start_pos)
@@ -1063,11 +1086,7 @@ impl Sequences for FastLlama {
         FastLlama::reusable_prefix_slot(self, slot, common)
     }
     fn forward_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
-        if tokens.len() <= SMALL_T {
-            self.run_slot(slot, tokens, start_pos, false)
-        } else {
-            self.forward_prompt_slot(slot, tokens, start_pos)
-        }
+        self.run_generated(slot, tokens, start_pos)
     }
     fn forward_prompt_slot(&mut self, slot: usize, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, LlmError> {
         FastLlama::forward_prompt_slot(self, slot, tokens, start_pos)

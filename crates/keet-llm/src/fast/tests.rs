@@ -87,7 +87,7 @@ fn matches_candle_quantized_llama() {
     let mut ours = FastLlama::load_gguf(&path, 2).unwrap();
     let mut cand = Candle::load(&path);
 
-    let lo = ours.forward(&prompt, 0).unwrap();
+    let lo = ours.forward_prompt(&prompt, 0).unwrap();
     let lc = cand.forward(&prompt, 0);
     let d = max_abs_diff(&lo, &lc);
     eprintln!("prompt ({} tokens): max |Δlogit| = {d:.4}, argmax ours {} candle {}", prompt.len(), argmax(&lo), argmax(&lc));
@@ -114,7 +114,7 @@ fn matches_candle_quantized_llama() {
         assert!(top_agrees(&lo, &lc, 1.0), "step at pos {pos}: argmax ours {} candle {}", argmax(&lo), argmax(&lc));
         exact += (argmax(&lo) == argmax(&lc)) as usize;
         if step % 10 == 9 {
-            let le = exact_model.forward(&seq, 0).unwrap();
+            let le = exact_model.forward_prompt(&seq, 0).unwrap();
             err_ours += max_abs_diff(&lo, &le);
             err_candle += max_abs_diff(&lc, &le);
         }
@@ -140,7 +140,7 @@ fn paths_and_cache_are_consistent() {
     let n = prompt.len();
     let mut m = FastLlama::load_gguf(&path, 2).unwrap();
     // whole prompt through the GEMM path
-    let full = m.forward(&prompt, 0).unwrap();
+    let full = m.forward_prompt(&prompt, 0).unwrap();
     assert_eq!(m.cache_len(), n);
     // prefix reuse: drop the tail and recompute it through the small (decode) path in pieces
     m.truncate_cache(n - 7);
@@ -151,12 +151,12 @@ fn paths_and_cache_are_consistent() {
     eprintln!("batch vs small path: max |Δlogit| = {d:.4}");
     assert!(d < 1.5 && argmax(&full) == argmax(&pieces));
     // forward with start_pos < cache_len truncates implicitly
-    let again = m.forward(&prompt[n - 20..], n - 20).unwrap();
+    let again = m.forward_prompt(&prompt[n - 20..], n - 20).unwrap();
     assert!(max_abs_diff(&full, &again) < 1e-3, "recomputed suffix differs");
     // one thread and scalar kernels give the same answer
     let mut s = FastLlama::load_gguf(&path, 1).unwrap();
     s.set_simd(false);
-    let scalar = s.forward(&prompt, 0).unwrap();
+    let scalar = s.forward_prompt(&prompt, 0).unwrap();
     let d = max_abs_diff(&full, &scalar);
     eprintln!("simd vs scalar: max |Δlogit| = {d:.5}");
     // A prompt of more than 8 tokens runs on the batched path, f32 activations all the way for this
@@ -178,7 +178,7 @@ fn diag_paths_vs_candle() {
     let mut cand = Candle::load(&path);
     let lc = cand.forward(&prompt, 0);
     let mut a = FastLlama::load_gguf(&path, 2).unwrap();
-    let la = a.forward(&prompt, 0).unwrap();
+    let la = a.forward_prompt(&prompt, 0).unwrap();
     let mut b = FastLlama::load_gguf(&path, 2).unwrap();
     let mut lb = vec![];
     for (i, ch) in prompt.chunks(4).enumerate() {

@@ -170,7 +170,7 @@ fn check_against_candle(arch: &str) {
     assert_eq!(ours.config().family, if arch == "qwen2" { Family::Qwen2 } else { Family::Qwen3 });
     let mut cand = CandleQwen::load(&bytes);
     let p = prompt();
-    let lo = ours.forward(&p, 0).unwrap();
+    let lo = ours.forward_prompt(&p, 0).unwrap();
     let lc = cand.forward(&p, 0);
     let d = rel_diff(&lo, &lc);
     eprintln!("{arch}: prompt of {} tokens: max |Δlogit| / max |logit| = {d:.5}", p.len());
@@ -192,7 +192,7 @@ fn check_against_candle(arch: &str) {
             // f32 activations over the whole sequence (the batch path, rows dequantized), from a
             // cleared cache
             exact.truncate_cache(0);
-            let le = exact.forward(&seq, 0).unwrap();
+            let le = exact.forward_prompt(&seq, 0).unwrap();
             err_ours += rel_diff(&lo, &le);
             err_candle += rel_diff(&lc, &le);
         }
@@ -228,17 +228,17 @@ fn qwen2_prefix_reuse_and_scalar_kernels_agree() {
     let bytes = synthetic_qwen_gguf("qwen2");
     let p = prompt();
     let mut m = load_fast(&bytes, 2);
-    let cold = m.forward(&p, 0).unwrap();
+    let cold = m.forward_prompt(&p, 0).unwrap();
     // keep a 32-token prefix, continue with another suffix, come back to the first one
     let other: Vec<u32> = (0..9).map(|i| (i * 17 % VOCAB) as u32).collect();
     m.truncate_cache(32);
-    m.forward(&other, 32).unwrap();
+    m.forward_prompt(&other, 32).unwrap();
     m.truncate_cache(32);
-    let warm = m.forward(&p[32..], 32).unwrap();
+    let warm = m.forward_prompt(&p[32..], 32).unwrap();
     assert_eq!(cold, warm, "continuing from a reused prefix changed the logits");
     let mut s = load_fast(&bytes, 1);
     s.set_simd(false);
-    let scalar = s.forward(&p, 0).unwrap();
+    let scalar = s.forward_prompt(&p, 0).unwrap();
     let d = rel_diff(&scalar, &cold);
     assert!(d < 1e-3, "scalar kernels differ by {d}");
     let a = m.forward(&[3], p.len()).unwrap();
@@ -275,7 +275,7 @@ fn prompt_path_is_exact_whatever_the_split() {
     // reuse at a position that is no multiple of anything, then run the rest as one call
     assert_eq!(cold.reusable_prefix(77), 77);
     cold.truncate_cache(77);
-    let warm = cold.forward(&p[77..], 77).unwrap();
+    let warm = cold.forward_prompt(&p[77..], 77).unwrap();
     assert_eq!(bits(&warm), bits(&whole), "a continuation from a reused prefix changed the logits");
     // a decode step takes the token-major path: a later prompt may reuse only what came before it
     cold.forward(&[5], p.len()).unwrap();
@@ -310,6 +310,38 @@ fn logits_of_each_token_equal_one_at_a_time() {
 
 /// The default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) when installed in keet's models folder,
 /// or the file `KEET_TEST_QWEN` names.
+/// Generated tokens (a decode step, a run of forced tokens, drafts) take the token-major path
+/// however many there are, so their logits and KV values do not depend on where a run is cut: a
+/// draft taken before a long forced run, or a sequence decoded beside others, never changes what
+/// follows (the engine's text is the same with and without drafts, alone or batched).
+#[test]
+fn generated_tokens_do_not_depend_on_where_the_run_is_cut() {
+    let bytes = synthetic_qwen_gguf("qwen2");
+    let p: Vec<u32> = (0..40).map(|i| ((5 + i * 13) % VOCAB) as u32).collect();
+    let run: Vec<u32> = (0..21).map(|i| ((3 + i * 7) % VOCAB) as u32).collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut whole = load_fast(&bytes, 2);
+    whole.forward_prompt(&p, 0).unwrap();
+    let all = whole.forward(&run, p.len()).unwrap();
+    let n = p.len() + run.len();
+    for cut in [1, 5, 8, 9, 13] {
+        let mut split = load_fast(&bytes, 2);
+        split.forward_prompt(&p, 0).unwrap();
+        split.forward(&run[..cut], p.len()).unwrap();
+        let last = split.forward(&run[cut..], p.len() + cut).unwrap();
+        assert_eq!(bits(&last), bits(&all), "cut after {cut} tokens: logits differ");
+        for (a, b) in split.caches[0].layers.iter().zip(&whole.caches[0].layers) {
+            assert_eq!(a.v[..n * KV_HEADS * HEAD_DIM], b.v[..n * KV_HEADS * HEAD_DIM], "cut after {cut}: values differ");
+        }
+    }
+    // The several-sequences interface: a run longer than a step on a slot, as on the engine's.
+    let mut slots = load_fast(&bytes, 2);
+    slots.ensure_slots(2);
+    slots.forward_prompt_slot(1, &p, 0).unwrap();
+    let on_slot = Sequences::forward_slot(&mut slots, 1, &run, p.len()).unwrap();
+    assert_eq!(bits(&on_slot), bits(&all), "a long run on a slot differs from the same run on the engine's cache");
+}
+
 fn installed_qwen() -> Option<std::path::PathBuf> {
     let name = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
     let mut cands: Vec<std::path::PathBuf> = std::env::var_os("KEET_TEST_QWEN").map(Into::into).into_iter().collect();
@@ -331,7 +363,7 @@ fn installed_qwen_matches_candle() {
     let mut cand = CandleQwen::load(&bytes);
     // "<|im_start|>user\nExplain why this CUDA kernel is memory bound<|im_end|>\n<|im_start|>assistant\n"
     let prompt: Vec<u32> = vec![151644, 872, 198, 840, 20772, 3170, 419, 52565, 10001, 374, 4938, 6822, 151645, 198, 151644, 77091, 198];
-    let lo = ours.forward(&prompt, 0).unwrap();
+    let lo = ours.forward_prompt(&prompt, 0).unwrap();
     let lc = cand.forward(&prompt, 0);
     let d = lo.iter().zip(&lc).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     eprintln!("prompt: max |Δlogit| = {d:.4} (rel {:.5}), argmax ours {} candle {}", rel_diff(&lo, &lc), argmax(&lo), argmax(&lc));
@@ -368,7 +400,8 @@ fn truncated_gguf_names_tensor_and_offset() {
 /// Several sequences in their own slots, decoded together: one token each, then runs of several
 /// tokens (12 in all, more than a step takes, so the step is cut into chunks and one run straddles
 /// two), then one token each again. Every run's logits and every slot's KV values are bit for bit
-/// those of its sequence run alone through `CausalLm::forward`, on both architectures.
+/// those of its sequence run alone (its prompt through `CausalLm::forward_prompt`, its generated
+/// tokens through `CausalLm::forward`), on both architectures.
 #[test]
 fn batched_slots_equal_each_sequence_alone() {
     let runs_per_step = [[1usize, 1, 1, 1], [3, 1, 5, 2], [1, 1, 1, 1]];
@@ -385,7 +418,7 @@ fn batched_slots_equal_each_sequence_alone() {
         let mut expected_values: Vec<Vec<Vec<u16>>> = Vec::new();
         for (seq, prompt) in prompts.iter().enumerate() {
             alone.truncate_cache(0);
-            let mut logits = vec![alone.forward(prompt, 0).unwrap()];
+            let mut logits = vec![alone.forward_prompt(prompt, 0).unwrap()];
             for step in 0..runs_per_step.len() {
                 let pos = alone.cache_len();
                 logits.push(alone.forward(&step_tokens(step, seq), pos).unwrap());
