@@ -89,6 +89,10 @@ pub struct EvalArgs {
     /// Threads for parsing (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0)]
     pub jobs: usize,
+    /// Kernels of a profile the model explains at once for the explained format: decoded
+    /// together in one forward pass, each answer what it is alone (as `keet explain --concurrency`).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub concurrency: usize,
 }
 
 /// The formats `keet eval` asks in when `--formats` is not given (as its default value says).
@@ -222,7 +226,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     }
     let t0 = Instant::now();
     let formats = chosen_formats(&a)?;
-    let opts = EvalOptions { top: a.top, seeds: seeds(&a), jobs: a.jobs };
+    let opts = EvalOptions { top: a.top, seeds: seeds(&a), jobs: a.jobs, concurrency: a.concurrency.max(1) };
     let (mut set, twins) = match &a.twins {
         Some(path) => {
             let built = eval::twins::build(path, &opts)?;

@@ -207,6 +207,9 @@ pub struct EvalOptions {
     /// One question set per seed (distractors and option order); contexts are shared.
     pub seeds: Vec<u64>,
     pub jobs: usize,
+    /// Kernels the model explains at once in the explained format (decoded together, each answer
+    /// what it is alone; see `keet explain --concurrency`).
+    pub concurrency: usize,
 }
 
 /// Builds the questions for every profile in `inputs` (directories searched recursively), one set
@@ -335,7 +338,7 @@ pub fn add_explained(
         let eopts = ExplainOptions {
             settings: ReportSettings { no_llm: false, ..base.settings },
             model_ranks: ranks.clone(),
-            run: RunOptions { engine: engine.clone(), cache: cache.clone(), ..base.run },
+            run: RunOptions { engine: engine.clone(), cache: cache.clone(), concurrency: opts.concurrency.max(1), ..base.run },
             ..base
         };
         let (report, _) = explain::explain(std::slice::from_ref(file), &eopts)?;

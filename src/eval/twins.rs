@@ -345,7 +345,7 @@ pub fn add_explained(
         let eopts = ExplainOptions {
             settings: ReportSettings { no_llm: false, edit: true, ..base.settings },
             model_ranks: rank.map(|r| vec![r]),
-            run: RunOptions { engine: engine.clone(), cache: cache.clone(), ..base.run },
+            run: RunOptions { engine: engine.clone(), cache: cache.clone(), concurrency: opts.concurrency.max(1), ..base.run },
             ..base
         };
         let (report, _) = explain::explain(std::slice::from_ref(&twin.profile), &eopts)?;

@@ -112,7 +112,7 @@ fn planted() -> Vec<Kernel> {
 }
 
 fn questions_of(path: &Path, seed: u64) -> Vec<Question> {
-    let set = eval::build(&[path.to_path_buf()], &EvalOptions { top: 10, seeds: vec![seed], jobs: 1 }).unwrap();
+    let set = eval::build(&[path.to_path_buf()], &EvalOptions { top: 10, seeds: vec![seed], jobs: 1, concurrency: 1 }).unwrap();
     assert!(set.errors.is_empty(), "{:?}", set.errors);
     set.questions
 }
@@ -250,7 +250,7 @@ fn rederive(q: &Question) -> Option<String> {
 
 #[test]
 fn every_corpus_answer_follows_from_the_raw_metrics_it_cites() {
-    let set = eval::build(&[corpus()], &EvalOptions { top: 5, seeds: vec![3], jobs: 0 }).unwrap();
+    let set = eval::build(&[corpus()], &EvalOptions { top: 5, seeds: vec![3], jobs: 0, concurrency: 1 }).unwrap();
     assert!(set.questions.len() >= 50, "only {} questions from the corpus", set.questions.len());
     let kinds: std::collections::BTreeSet<_> = set.questions.iter().map(|q| q.kind).collect();
     // Every kind but the twins' and the sets' (asked by `keet eval --twins` and `--sets` alone).
@@ -304,7 +304,7 @@ fn generic_holds_no_number_or_name_of_the_kernel() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/decode_c1.ncu-rep"),
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep"),
     ];
-    let set = eval::build(&inputs, &EvalOptions { top: 10, seeds: vec![0], jobs: 1 }).unwrap();
+    let set = eval::build(&inputs, &EvalOptions { top: 10, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
     assert!(set.questions.len() >= 10, "{} questions", set.questions.len());
     let advice: std::collections::BTreeSet<String> = eval::generic::lines().iter().map(|l| format!("- {l}")).collect();
     let longest = eval::generic::lines().iter().map(|l| eval::generic::approx_tokens(l)).max().unwrap();

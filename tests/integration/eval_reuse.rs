@@ -22,7 +22,7 @@ fn prefix_reuse_answers_as_a_full_prefill_does() {
         return;
     }
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
-    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0, 1], jobs: 1 }).unwrap();
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0, 1], jobs: 1, concurrency: 1 }).unwrap();
     assert!(set.questions.len() >= 4, "{} questions", set.questions.len());
     let mut engine = small_model();
     // The context format: a few hundred tokens (the raw table is the same mechanics at 3x the cost).
@@ -74,7 +74,7 @@ fn rotations_reuse_the_contexts_kv_state() {
         return;
     }
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
-    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1 }).unwrap();
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
     let n = set.questions.len();
     assert!(n >= 2, "{n} questions");
     let mut engine = small_model();
@@ -129,7 +129,7 @@ fn a_peer_format_is_asked_as_keets_formats_are() {
         return;
     }
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
-    let mut set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1 }).unwrap();
+    let mut set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
     let by_question: Vec<String> = set.questions.iter().map(|q| set.contexts[q.context].context.clone()).collect();
     set.peers.push(eval::peers::PeerContexts { name: "copy".into(), file: "copy.jsonl".into(), by_question });
     let mut engine = small_model();

@@ -35,7 +35,8 @@ fn keet(args: &[&str]) -> Output {
 }
 
 fn build(dir: &Path, seeds: &[u64]) -> EvalSet {
-    eval_sets::build(&[dir.to_path_buf()], &EvalOptions { top: 5, seeds: seeds.to_vec(), jobs: 1 }).expect("builds the set questions")
+    eval_sets::build(&[dir.to_path_buf()], &EvalOptions { top: 5, seeds: seeds.to_vec(), jobs: 1, concurrency: 1 })
+        .expect("builds the set questions")
 }
 
 fn raw_ns(launch: &keet::profile::Launch) -> f64 {
