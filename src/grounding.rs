@@ -497,7 +497,7 @@ fn sentences(text: &str) -> Vec<&str> {
 }
 
 /// The clauses of a sentence: split at `,;:()` and at the conjunctions that join two statements.
-fn clauses(sentence: &str) -> Vec<&str> {
+pub fn clauses(sentence: &str) -> Vec<&str> {
     const JOINS: &[&str] = &[" and ", " but ", " while ", " whereas ", " which ", " so ", " because ", " than "];
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     for (i, c) in sentence.char_indices() {

@@ -334,6 +334,9 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         settings: ReportSettings { shard: None, ..s.clone() },
         // Shard reports carry no summary, and a merge need not load the model for one.
         summary: false,
+        // The sets of the whole batch, as an unsharded run finds them (shards look for none), with
+        // their expert summaries (no summary asked).
+        sets: Some(crate::sets::SetOptions::default()),
         model_ranks: None,
         run: RunOptions {
             engine: mopts.engine.clone(),

@@ -23,7 +23,7 @@ pub struct ExplainArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Explain at most this many kernels.
+    /// Explain at most this many kernels (and, with a model, at most this many sets).
     #[arg(long, default_value_t = 10)]
     pub top: usize,
     /// Explain the kernels that make up this percentage of the profiled time.
@@ -63,7 +63,8 @@ pub struct ExplainArgs {
     /// Also show the model text that was dropped or replaced, with the reasons.
     #[arg(long, short = 'v')]
     pub verbose: bool,
-    /// No model summary of the whole profile (written when two or more kernels are explained).
+    /// No model summary of the whole profile (written when two or more kernels are explained), and no
+    /// model explanation of the sets (their expert summaries stand).
     #[arg(long)]
     pub no_summary: bool,
     /// Read a varying value from each file's path for sets, e.g. `--vary 'N=n(\d+)'` (the first
@@ -83,8 +84,14 @@ pub struct ExplainArgs {
     pub concurrency: usize,
 }
 
-pub fn options(a: &ExplainArgs) -> ExplainOptions {
-    ExplainOptions {
+/// The run's options; sets are looked for unless `--no-sets` or `--shard` (a shard sees part of a set).
+pub fn options(a: &ExplainArgs) -> Result<ExplainOptions, crate::sets::SetsError> {
+    let sets = crate::sets::SetOptions {
+        vary: crate::sets::parse_vary(&a.vary)?,
+        key: crate::sets::parse_key(a.set_key.as_deref())?,
+        jobs: a.jobs.jobs,
+    };
+    Ok(ExplainOptions {
         settings: ReportSettings {
             coverage_pct: a.coverage.clamp(0.0, 100.0),
             top: a.top.max(1),
@@ -99,6 +106,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
         },
         // A shard's summary would speak for part of the batch only.
         summary: !a.no_summary && a.shard.is_none(),
+        sets: (!a.no_sets && a.shard.is_none()).then_some(sets),
         model_ranks: None,
         run: RunOptions {
             engine: a.model.engine_options(),
@@ -109,16 +117,7 @@ pub fn options(a: &ExplainArgs) -> ExplainOptions {
             concurrency: a.concurrency.max(1),
             ..RunOptions::default()
         },
-    }
-}
-
-/// The sets among the report's profiles (a file that could not be read is in the report's errors
-/// already: its sets go on without it; one cut off mid-write gives its complete launches).
-pub(crate) fn find_sets(report: &explain::report::ExplainReport, opts: &crate::sets::SetOptions) -> Vec<crate::sets::KernelSet> {
-    let Some(batch) = &report.batch else { return vec![] };
-    let files: Vec<PathBuf> =
-        batch.files.iter().enumerate().filter(|(i, _)| !batch.source_pages.contains(&(*i as u32))).map(|(_, f)| f.clone()).collect();
-    crate::sets::find(&files, opts).0
+    })
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -141,16 +140,8 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
         Some(n) => Some((n, super::token_counter(a.model.model.as_deref())?)),
         None => None,
     };
-    let opts = options(&a);
-    let set_opts = crate::sets::SetOptions {
-        vary: crate::sets::parse_vary(&a.vary)?,
-        key: crate::sets::parse_key(a.set_key.as_deref())?,
-        jobs: a.jobs.jobs,
-    };
+    let opts = options(&a)?;
     let (mut report, stats) = explain::explain(&a.paths, &opts)?;
-    if !a.no_sets && a.shard.is_none() {
-        report.sets = find_sets(&report, &set_opts);
-    }
     if !a.verbose {
         report.hide_dropped_text();
     }

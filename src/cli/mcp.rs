@@ -310,6 +310,7 @@ impl KeetServer {
             },
             // A tool call answers per kernel; the caller summarises.
             summary: false,
+            sets: None,
             model_ranks: None,
             run: RunOptions {
                 engine: self.engine(p.model),

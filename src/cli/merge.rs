@@ -25,7 +25,7 @@ pub struct MergeArgs {
 
 pub fn run(a: MergeArgs) -> anyhow::Result<i32> {
     let opts = MergeOptions { engine: a.model.engine_options(), cache: a.cache.path() };
-    let (mut report, _) = match merge::merge(&a.parts, &opts) {
+    let (report, _) = match merge::merge(&a.parts, &opts) {
         Ok(r) => r,
         Err(e @ merge::MergeError::Explain(_)) => return Err(e.into()),
         Err(e) => {
@@ -34,8 +34,6 @@ pub fn run(a: MergeArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
-    // The sets of the whole batch, as an unsharded run finds them (shards look for none).
-    report.sets = super::explain::find_sets(&report, &crate::sets::SetOptions::default());
     let out = render::explain::render_explain(&report, a.format.unwrap_or(Format::Text))?;
     a.output.write(&out)?;
     for e in &report.errors {

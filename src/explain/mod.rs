@@ -6,7 +6,8 @@
 //! [`ask`] asks the model (schema, prompt, the shared ask loop of [`crate::llm::ask`], structure
 //! check); [`gate`] puts every sentence through the validator and the [`crate::prose`] gate (a
 //! failing sentence gets one constrained re-ask with the gate's reasons, then the expert text
-//! stands); [`assemble`] builds the report. Every analysis is stored in the [`crate::cache`]; a warm
+//! stands); [`assemble`] builds the report; [`summary`] and [`set_summary`] ask the model for the
+//! profile's summary and each set's explanation under the same checks. Every analysis is stored in the [`crate::cache`]; a warm
 //! run never loads the model.
 
 pub mod answer;
@@ -21,6 +22,7 @@ pub mod report;
 pub mod rule_answer;
 pub mod run;
 pub mod schema;
+pub mod set_summary;
 pub mod source;
 pub mod stats;
 pub mod summary;
@@ -46,6 +48,9 @@ pub struct ExplainOptions {
     pub settings: ReportSettings,
     /// Ask the model for a summary of the whole report (with at least two kernels explained).
     pub summary: bool,
+    /// Find the sets among the inputs with these options ([`set_summary`]); `None`: no sets (a
+    /// shard's report, `--no-sets`). With a model and `summary`, the model explains the first `top`.
+    pub sets: Option<crate::sets::SetOptions>,
     /// Only the kernels of these ranks (1-based) go to the model; the others keep the rule layer's
     /// findings and are not cached. `None`: every chosen kernel (`keet eval` asks only about some).
     pub model_ranks: Option<Vec<usize>>,
@@ -75,7 +80,7 @@ pub struct RunOptions {
 
 impl Default for ExplainOptions {
     fn default() -> Self {
-        ExplainOptions { settings: ReportSettings::default(), summary: true, model_ranks: None, run: RunOptions::default() }
+        ExplainOptions { settings: ReportSettings::default(), summary: true, sets: None, model_ranks: None, run: RunOptions::default() }
     }
 }
 

@@ -122,6 +122,7 @@ pub fn explain_table(batch: Batch<'_>, opts: &ExplainOptions) -> Result<(Explain
         prose_mode,
     });
     run.add_summary(&mut report)?;
+    super::set_summary::add_sets(&mut report, &mut run.model, run.cache.as_ref(), opts, &mut run.stats)?;
     run.stats.total_s = started.elapsed().as_secs_f64();
     Ok((report, run.stats))
 }

@@ -25,23 +25,85 @@ const SUMMARY_WORDS: std::ops::RangeInclusive<usize> = 5..=40;
 
 /// What the model answers.
 #[derive(Deserialize)]
-struct SummaryAnswer {
-    summary: String,
+pub struct SummaryAnswer {
+    pub summary: String,
 }
 
-/// The facts block the summary is written from, the grounding it allows, and the expert summary.
+/// The facts block a summary is written from (a profile's, or a set's: [`super::set_summary`]), the
+/// grounding it allows, the expert summary, and what each named kernel or member may be called.
 pub struct SummaryFacts {
     pub facts: String,
     pub grounding: Grounding,
     pub expert: String,
     /// The kernels' identifiers (for the word check).
     identifiers: Vec<String>,
-    /// Each kernel's short name and the regimes and categories the diagnosis gives it.
+    /// Each kernel's short name (or set member's value) and the claims its facts give it: regimes
+    /// and categories ([`REGIME_WORDS`]' claims), and for set members their bounding unit.
     kernel_diagnoses: Vec<(String, Vec<String>)>,
+    /// Phrases that claim a regime or a bound, each with the claim it makes.
+    claim_phrases: Vec<(String, String)>,
+    /// A claim in a sentence that names no kernel must be one some kernel has ("every member is
+    /// compute-bound" where none is): checked for sets, whose members are all in the block.
+    unnamed_claims_held: bool,
+    /// Words that belong to one name ("fastest", "v7_alter"): the name nearest to the word must be it.
+    superlatives: Vec<(String, String)>,
+    /// Pairs of names whose line lists the facts that changed between them (a version step, the
+    /// fastest against the slowest), with those facts' labels: a sentence naming just the pair may
+    /// name no other pair's facts.
+    pair_facts: Vec<([String; 2], Vec<String>)>,
+}
+
+impl SummaryFacts {
+    /// Facts for a summary written from `facts`, whose words and identifiers are those of `names`
+    /// and `facts`; `diagnoses` are each name's claims, `claim_phrases` the phrases that make one.
+    pub fn new(
+        facts: String,
+        names: &str,
+        expert: String,
+        diagnoses: Vec<(String, Vec<String>)>,
+        claim_phrases: Vec<(String, String)>,
+    ) -> Self {
+        let identifiers = crate::grounding::identifiers(&format!("{names} {facts}"));
+        let grounding = Grounding::new(&facts, &format!("{names} {facts}"));
+        SummaryFacts {
+            facts,
+            grounding,
+            expert: expert.trim().to_string(),
+            identifiers,
+            kernel_diagnoses: diagnoses,
+            claim_phrases,
+            unnamed_claims_held: false,
+            superlatives: Vec::new(),
+            pair_facts: Vec::new(),
+        }
+    }
+
+    /// The same, where a sentence naming just one of `pair_facts`' pairs may name only its facts.
+    pub fn with_pair_facts(self, pair_facts: Vec<([String; 2], Vec<String>)>) -> Self {
+        SummaryFacts { pair_facts, ..self }
+    }
+
+    /// The same, where each of `superlatives` ("fastest", and the name it belongs to) may only be
+    /// written nearest to its own name.
+    pub fn with_superlatives(self, superlatives: Vec<(String, String)>) -> Self {
+        SummaryFacts { superlatives, ..self }
+    }
+
+    /// The same, where a claim no named kernel carries must be one some kernel has.
+    pub fn with_unnamed_claims_held(self) -> Self {
+        SummaryFacts { unnamed_claims_held: true, ..self }
+    }
+}
+
+/// The phrases of [`REGIME_WORDS`], each with its claim.
+pub fn regime_phrases() -> Vec<(String, String)> {
+    REGIME_WORDS.iter().map(|(phrase, claim)| (phrase.to_string(), claim.to_string())).collect()
 }
 
 /// Regime words a summary may only pin on a kernel the diagnosis gives them to.
 const REGIME_WORDS: &[(&str, &str)] = &[
+    ("grid-bound", "grid-bound"),
+    ("grid bound", "grid-bound"),
     ("memory-bound", "memory-bound"),
     ("memory bound", "memory-bound"),
     ("compute-bound", "compute-bound"),
@@ -67,11 +129,8 @@ pub fn summary_facts(report: &ExplainReport) -> SummaryFacts {
     if let Some(p) = report.profile.findings.first() {
         expert = format!("{} {expert}", p.claim);
     }
-    let kernel_diagnoses = kernel_diagnoses(report);
     // Identifiers anywhere in the block (kernels named by the profile-level findings too).
-    let identifiers = crate::grounding::identifiers(&format!("{names} {out}"));
-    let grounding = Grounding::new(&out, &format!("{names} {out}"));
-    SummaryFacts { facts: out, grounding, expert: expert.trim().to_string(), identifiers, kernel_diagnoses }
+    SummaryFacts::new(out, &names, expert, kernel_diagnoses(report), regime_phrases())
 }
 
 /// The profiled time, the time by kernel family, and the whole profile's findings.
@@ -211,23 +270,143 @@ pub fn check(facts: &SummaryFacts, text: &str) -> Vec<String> {
             reasons.push(format!("\"{}\": {r}", sentence.chars().take(60).collect::<String>()));
         }
         reasons.extend(wrong_regimes(facts, sentence));
+        reasons.extend(wrong_superlatives(facts, sentence));
+        reasons.extend(wrong_pair_facts(facts, sentence));
     }
     reasons
 }
 
-/// A sentence that names one kernel and pins a regime on it the diagnosis does not give it
-/// ("RMSNormKernel is memory-bound" where it is grid-too-small).
+/// Claims pinned on a kernel its facts do not give it ("RMSNormKernel is memory-bound" where it is
+/// grid-too-small): in a sentence that names one kernel, or in each clause of a sentence that names
+/// several. A claim written as the state before a change ("from memory-bound to grid-bound at
+/// v1_alter_1") is not pinned on the kernel named. With [`SummaryFacts::unnamed_claims_held`], a
+/// claim not pinned on a kernel must be one some kernel has.
 fn wrong_regimes(facts: &SummaryFacts, sentence: &str) -> Vec<String> {
-    let named: Vec<&(String, Vec<String>)> = facts.kernel_diagnoses.iter().filter(|(name, _)| sentence.contains(name.as_str())).collect();
-    let [(name, said)] = named.as_slice() else { return Vec::new() };
-    let lower = sentence.to_lowercase();
+    let named =
+        |text: &str| -> Vec<&(String, Vec<String>)> { facts.kernel_diagnoses.iter().filter(|(name, _)| has_phrase(text, name)).collect() };
     let mut out = Vec::new();
-    for (phrase, regime) in REGIME_WORDS {
-        if lower.contains(phrase) && !said.iter().any(|s| s == regime) && !out.iter().any(|o: &String| o.contains(regime)) {
-            out.push(format!("it calls {name} {regime}, but the diagnosis says {}", said.join(", ")));
+    let mut unpinned: Vec<String> = Vec::new();
+    let parts = match named(sentence).len() {
+        0 => vec![],
+        1 => vec![sentence],
+        _ => crate::grounding::clauses(sentence),
+    };
+    for part in &parts {
+        let [(name, said)] = named(part).as_slice() else { continue };
+        let (pinned, before) = claims_in(facts, part);
+        unpinned.extend(before);
+        for claim in pinned {
+            let reason = format!("it calls {name} {claim}, but its facts say {}", said.join(", "));
+            if !said.contains(&claim) && !out.contains(&reason) {
+                out.push(reason);
+            }
+        }
+    }
+    if parts.is_empty() {
+        let (pinned, before) = claims_in(facts, sentence);
+        unpinned.extend(pinned.into_iter().chain(before));
+    }
+    for claim in unpinned {
+        let reason = format!("it says {claim}, but the facts call nothing {claim}");
+        if facts.unnamed_claims_held && !facts.kernel_diagnoses.iter().any(|(_, said)| said.contains(&claim)) && !out.contains(&reason) {
+            out.push(reason);
         }
     }
     out
+}
+
+/// Superlatives written nearest to a name they do not belong to ("the fastest member, v9_alter"
+/// where v7_alter is the fastest).
+fn wrong_superlatives(facts: &SummaryFacts, sentence: &str) -> Vec<String> {
+    let lower = sentence.to_lowercase();
+    let mut out = Vec::new();
+    for (word, owner) in &facts.superlatives {
+        for at in phrase_positions(&lower, word) {
+            let word_end = at + word.len();
+            let nearest = facts
+                .kernel_diagnoses
+                .iter()
+                .flat_map(|(name, _)| {
+                    phrase_positions(&lower, &name.to_lowercase()).into_iter().map(move |start| {
+                        let end = start + name.len();
+                        (name, if end <= at { at - end } else { start.saturating_sub(word_end) })
+                    })
+                })
+                .min_by_key(|(_, gap)| *gap);
+            let reason = match nearest {
+                Some((name, _)) if name != owner => format!("it calls {name} the {word}, but the {word} is {owner}"),
+                _ => continue,
+            };
+            if !out.contains(&reason) {
+                out.push(reason);
+            }
+        }
+    }
+    out
+}
+
+/// Facts a sentence says changed between two names that their line does not list ("the step from
+/// v1_alter_1 to v7_alter changed the L2 cache throughput" where another step did).
+fn wrong_pair_facts(facts: &SummaryFacts, sentence: &str) -> Vec<String> {
+    let named: Vec<&String> = facts.kernel_diagnoses.iter().map(|(name, _)| name).filter(|name| has_phrase(sentence, name)).collect();
+    let [first, second] = named.as_slice() else { return Vec::new() };
+    let is_pair = |pair: &[String; 2]| (&pair[0] == *first && &pair[1] == *second) || (&pair[0] == *second && &pair[1] == *first);
+    let own: Vec<&String> = facts.pair_facts.iter().filter(|(pair, _)| is_pair(pair)).flat_map(|(_, labels)| labels).collect();
+    if own.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for label in facts.pair_facts.iter().flat_map(|(_, labels)| labels) {
+        let short: String =
+            label.split(['(', ')']).step_by(2).collect::<Vec<_>>().join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+        let reason = format!("it says the {label} changed between {first} and {second}, but their line names only {}", join(&own));
+        if !own.contains(&label) && (has_phrase(sentence, label) || has_phrase(sentence, &short)) && !out.contains(&reason) {
+            out.push(reason);
+        }
+    }
+    out
+}
+
+/// Labels joined for a reason: "a, b and c".
+fn join(labels: &[&String]) -> String {
+    match labels.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The claims `text` makes with the phrases of `facts`, each once: those it pins on what it names,
+/// and those it gives only as the state before a change ("from memory-bound").
+fn claims_in(facts: &SummaryFacts, text: &str) -> (Vec<String>, Vec<String>) {
+    let lower = text.to_lowercase();
+    let (mut pinned, mut before): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for (phrase, claim) in &facts.claim_phrases {
+        for at in phrase_positions(&lower, &phrase.to_lowercase()) {
+            let earlier = lower[..at].trim_end().strip_suffix("the").unwrap_or(lower[..at].trim_end()).trim_end().ends_with("from");
+            let list = if earlier { &mut before } else { &mut pinned };
+            if !list.contains(claim) {
+                list.push(claim.clone());
+            }
+        }
+    }
+    before.retain(|claim| !pinned.contains(claim));
+    (pinned, before)
+}
+
+/// Where `phrase` (lower case) starts in `text` (lower case) as whole words: not inside an
+/// identifier ("v1_alter" is not in "v1_alter_1").
+fn phrase_positions(text: &str, phrase: &str) -> Vec<usize> {
+    let inner = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(phrase)
+        .map(|(at, _)| at)
+        .filter(|&at| !text[..at].chars().next_back().is_some_and(inner) && !text[at + phrase.len()..].chars().next().is_some_and(inner))
+        .collect()
+}
+
+/// Whether `text` holds `phrase` (case-insensitive) as whole words.
+fn has_phrase(text: &str, phrase: &str) -> bool {
+    !phrase_positions(&text.to_lowercase(), &phrase.to_lowercase()).is_empty()
 }
 
 /// The JSON Schema of the answer: one grounded text field.
@@ -247,12 +426,24 @@ pub fn question(facts: &SummaryFacts) -> Result<String, minijinja::Error> {
     env.render_str(SUMMARY, json!({ "facts": facts.facts }))
 }
 
-/// Asks the model for the summary (one re-ask with the reasons), else the expert summary.
+/// Asks the model for the profile summary (one re-ask with the reasons), else the expert summary.
 pub fn summarize(engine: &mut Engine, facts: &SummaryFacts, system: String, reasks: usize) -> Result<ProfileSummary, super::ExplainError> {
+    ask_summary(engine, facts, question(facts)?, system, reasks)
+}
+
+/// Asks the model `question` about `facts` under their grounded grammar and checks the answer
+/// ([`check`]; one re-ask with the reasons), else the expert summary stands, marked as the expert's.
+pub fn ask_summary(
+    engine: &mut Engine,
+    facts: &SummaryFacts,
+    question: String,
+    system: String,
+    reasks: usize,
+) -> Result<ProfileSummary, super::ExplainError> {
     let schema = schema(&facts.grounding);
     let mut options = super::decoding();
     options.max_tokens = 60 * SUMMARY_SENTENCES.end() + 16;
-    let messages = vec![ChatMessage::system(system), ChatMessage::user(question(facts)?)];
+    let messages = vec![ChatMessage::system(system), ChatMessage::user(question)];
     let outcome = crate::llm::ask::ask(
         engine,
         crate::llm::ask::Ask { messages, schema: &schema, options, reasks },
@@ -272,26 +463,26 @@ pub fn summarize(engine: &mut Engine, facts: &SummaryFacts, system: String, reas
             ))
         },
     )?;
+    Ok(standing(facts, outcome))
+}
+
+/// What stands after the ask: the model's accepted text, else the expert summary, marked as the
+/// expert's, with the model's last text and each distinct reason it was refused.
+pub fn standing(facts: &SummaryFacts, outcome: crate::llm::ask::AskOutcome<SummaryAnswer>) -> ProfileSummary {
     let repaired = outcome.repaired();
-    Ok(match outcome.accepted {
+    match outcome.accepted {
         Some(answer) => ProfileSummary { text: answer.summary, writer: Writer::Model, repaired, refused: Vec::new() },
-        None => ProfileSummary {
-            text: facts.expert.clone(),
-            writer: Writer::Expert,
-            repaired: false,
-            refused: {
-                // The model's last text first, then each distinct reason.
-                let mut all: Vec<String> =
-                    outcome.last_refused.map(|a| format!("the model wrote: \"{}\"", a.summary)).into_iter().collect();
-                for r in outcome.refusals.into_iter().flatten() {
-                    if !all.contains(&r) {
-                        all.push(r);
-                    }
+        None => {
+            let mut refused: Vec<String> =
+                outcome.last_refused.map(|a| format!("the model wrote: \"{}\"", a.summary)).into_iter().collect();
+            for reason in outcome.refusals.into_iter().flatten() {
+                if !refused.contains(&reason) {
+                    refused.push(reason);
                 }
-                all
-            },
-        },
-    })
+            }
+            ProfileSummary { text: facts.expert.clone(), writer: Writer::Expert, repaired: false, refused }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -301,13 +492,8 @@ mod tests {
     #[test]
     fn a_summary_may_not_pin_a_wrong_regime_on_a_kernel() {
         let block = "First, the largest bound on saved time: RMSNormKernel, grid-too-small: fixing it saves at most 12.3 µs (7.93% of the profiled time).\n";
-        let facts = SummaryFacts {
-            facts: block.into(),
-            grounding: Grounding::new(block, "RMSNormKernel"),
-            expert: String::new(),
-            identifiers: crate::grounding::identifiers("RMSNormKernel"),
-            kernel_diagnoses: vec![("RMSNormKernel".into(), vec!["grid-too-small".into()])],
-        };
+        let diagnoses = vec![("RMSNormKernel".into(), vec!["grid-too-small".into()])];
+        let facts = SummaryFacts::new(block.into(), "RMSNormKernel", String::new(), diagnoses, regime_phrases());
         let wrong = check(&facts, "The RMSNormKernel is memory-bound at small batch sizes, and fixing it saves 12.3 µs.");
         assert!(wrong.iter().any(|r| r.contains("calls RMSNormKernel memory-bound")), "{wrong:?}");
         let right = check(

@@ -2,10 +2,12 @@
 //! --sets`, and the sets section of `keet explain --format context`): one table row per member with
 //! its varying value, time, regime, busiest unit and % of peak, and primary problem; the fastest
 //! member; where the regime or the primary problem changes; how time scales; what each version
-//! step changed. Everything comes from the set's structured analysis ([`crate::sets`]), which is
-//! computed from the members' facts; nothing is added here but the layout.
+//! step changed; in `keet explain`'s section, the set's summary on top (the expert's, or the model's
+//! text that passed its checks, marked). Everything else comes from the set's structured analysis
+//! ([`crate::sets`]), which is computed from the members' facts; nothing is added here but the layout.
 
 use crate::format::number as fmt_num;
+use crate::report::writer::Writer;
 use crate::sets::{KernelSet, Member};
 
 /// Kinds of set findings shown (the others repeat the table or are bookkeeping).
@@ -46,15 +48,18 @@ fn member_row(number: usize, m: &Member) -> String {
     format!("| {number} | {} | {file} | {time} | {} | {unit} | {primary} |\n", m.value, m.regime)
 }
 
-/// The sets section appended to `keet explain --format context` when sets were found.
+/// The sets section appended to `keet explain --format context` when sets were found: each set's
+/// summary (marked when the model wrote it) above its table.
 pub fn sets_section(sets: &[KernelSet]) -> String {
     if sets.is_empty() {
         return String::new();
     }
     let mut out = format!("\n# Sets of profiles ({})\n\n", sets.len());
     for set in sets {
-        out.push_str(&set_context(set));
-        out.push('\n');
+        let context = set_context(set);
+        let (header, rest) = context.split_once("\n\n").unwrap_or((context.as_str(), ""));
+        let by = if set.summary_by == Writer::Model { " (model)" } else { "" };
+        out.push_str(&format!("{header}\n\nIn short{by}: {}\n\n{rest}\n", set.summary));
     }
     out
 }

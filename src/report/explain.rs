@@ -6,6 +6,7 @@ use crate::analysis::{FileError, LaunchAnalysis};
 use crate::rules::{Category, Severity};
 
 pub use super::code::{CodeEdit, CodeOrigin, CodeSection, EditCheck, KernelCodeRef, RefusedEdit};
+pub use super::writer::Writer;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -41,19 +42,6 @@ pub enum Origin {
     LlmRepaired,
     /// The rule layer's finding, filling a gap the model left (or `--no-llm`).
     Rules,
-}
-
-/// Who wrote one sentence of a shown finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Writer {
-    /// The model wrote it, and it passed the validator and the prose gate.
-    Model,
-    /// The model chose it from expert-written sentences the facts support (`--prose choose`), or
-    /// copied an expert sentence its prompt showed nearly word for word (`--prose free`).
-    ModelChosen,
-    /// The expert text of the rule layer (`expert/findings.toml`).
-    Expert,
 }
 
 /// Who wrote each sentence of a shown finding (model findings only).
@@ -267,6 +255,9 @@ impl ExplainReport {
     pub fn hide_dropped_text(&mut self) {
         if let Some(s) = &mut self.summary {
             s.refused.clear();
+        }
+        for set in &mut self.sets {
+            set.summary_refused.clear();
         }
         for k in &mut self.kernels {
             k.replaced.clear();

@@ -4,3 +4,4 @@
 pub mod batch;
 pub mod code;
 pub mod explain;
+pub mod writer;

@@ -59,6 +59,8 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
         members: ms.to_vec(),
         fastest,
         summary,
+        summary_by: crate::report::writer::Writer::Expert,
+        summary_refused: Vec::new(),
         findings: out,
         changes,
         pairs,
@@ -89,16 +91,19 @@ fn shared_facts(ms: &[Member]) -> (Vec<FactKey>, Vec<FactKey>) {
     (compared, left)
 }
 
+/// What a member costs: its time, or its time per thread when the problem size varies (`per_thread`).
+pub fn cost(m: &Member, per_thread: bool) -> Option<f64> {
+    let d = m.duration_ns?;
+    if per_thread {
+        m.threads().filter(|t| *t > 0.0).map(|t| d / t)
+    } else {
+        Some(d)
+    }
+}
+
 /// The fastest member by time (or by time per thread when the problem size varies).
 fn fastest(ms: &[Member], per_thread: bool) -> Option<MemberRef> {
-    let cost = |m: &Member| -> Option<f64> {
-        let d = m.duration_ns?;
-        if per_thread {
-            m.threads().filter(|t| *t > 0.0).map(|t| d / t)
-        } else {
-            Some(d)
-        }
-    };
+    let cost = |m: &Member| cost(m, per_thread);
     let best = ms.iter().filter(|m| cost(m).is_some()).min_by(|a, b| cost(a).unwrap_or(0.0).total_cmp(&cost(b).unwrap_or(0.0)))?;
     Some(MemberRef {
         file: best.file.clone(),
@@ -122,7 +127,15 @@ fn bound_of(m: &Member) -> String {
 /// ranks first; a change under 5% of the larger value, or a percentage that moves by less than
 /// `min_pct_points`, is not a difference.
 fn differing_facts(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<String> {
-    let mut scored: Vec<(f64, usize, String)> = Vec::new();
+    differing(a, b, keys, n).into_iter().map(|(_, text)| text).collect()
+}
+
+/// Facts a version step's line ("changed most: ...") and the fastest's against the slowest name, at most.
+pub const STEP_FACTS: usize = 3;
+
+/// [`differing_facts`] with each fact's label as the line writes it: (label, "label a -> b").
+pub fn differing(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<(String, String)> {
+    let mut scored: Vec<(f64, usize, (String, String))> = Vec::new();
     for (rank, key) in thresholds().compared_facts.iter().enumerate() {
         if !keys.contains(key) {
             continue;
@@ -130,7 +143,9 @@ fn differing_facts(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<St
         let (Some(&x), Some(&y)) = (a.facts.get(key), b.facts.get(key)) else { continue };
         let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.to_string(), String::new()));
         let Some(score) = change_score(x, y, &unit) else { continue };
-        scored.push((score, rank, format!("{} {} -> {}", mid_sentence(&label), with_unit(x, &unit), with_unit(y, &unit))));
+        let label = mid_sentence(&label);
+        let text = format!("{label} {} -> {}", with_unit(x, &unit), with_unit(y, &unit));
+        scored.push((score, rank, (label, text)));
     }
     scored.sort_by(|p, q| q.0.total_cmp(&p.0).then(p.1.cmp(&q.1)));
     scored.into_iter().take(n).map(|s| s.2).collect()
@@ -221,7 +236,7 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
         Some(p) => format!(", its primary problem {p}."),
         None => ", with no problem found.".into(),
     };
-    let diff = differing_facts(slow, best, compared, 3);
+    let diff = differing_facts(slow, best, compared, STEP_FACTS);
     if !std::ptr::eq(*best, *slow) && !diff.is_empty() {
         text += &format!(" Against the slowest: {}.", diff.join("; "));
     }
@@ -364,7 +379,7 @@ fn steps(ms: &[Member], pairs: &[Pair], compared: &[FactKey]) -> Vec<String> {
             a.duration_ns.zip(b.duration_ns).is_some_and(|(x, y)| x > 0.0 && 100.0 * (y - x).abs() / x < thresholds().time_noise_pct);
         let time = if noise { format!("{time}, within noise ({}%)", fmt_num(thresholds().time_noise_pct)) } else { time };
         let regime = if a.regime != b.regime { format!("; {} -> {}", a.regime, b.regime) } else { String::new() };
-        let diff = differing_facts(a, b, compared, 3);
+        let diff = differing_facts(a, b, compared, STEP_FACTS);
         let diff = if diff.is_empty() { String::new() } else { format!("; changed most: {}", diff.join("; ")) };
         out.push(format!("{} -> {}: {time}{regime}{diff}.", a.value, b.value));
     }

@@ -19,6 +19,7 @@ pub mod members;
 pub mod names;
 
 use crate::facts::FactKey;
+use crate::report::writer::Writer;
 pub use group::SetKind;
 pub use members::{Broken, Member};
 use serde::{Deserialize, Serialize};
@@ -149,8 +150,14 @@ pub struct KernelSet {
     pub order: String,
     pub members: Vec<Member>,
     pub fastest: Option<MemberRef>,
-    /// The set in one or two sentences (expert text).
+    /// The set in two or three sentences: the expert text, or the model's where a model run wrote
+    /// one that passed its checks ([`summary_by`](Self::summary_by) says which).
     pub summary: String,
+    /// Who wrote the summary.
+    pub summary_by: Writer,
+    /// Why the model's summary was refused, when the expert summary stands (shown with `--verbose`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub summary_refused: Vec<String>,
     pub findings: Vec<SetFinding>,
     pub changes: Vec<Change>,
     pub pairs: Vec<Pair>,

@@ -39,6 +39,7 @@ mod ncu_rep_corpus;
 mod ncu_report_oracle;
 mod private_files;
 mod render_explain;
+mod set_explanation;
 mod sets;
 mod slurm_batch;
 mod truncated_inputs;
