@@ -26,6 +26,7 @@ pub const REPORT_TEMPLATES: &[(&str, &str)] = &[
     ("explain.context", include_str!("render/templates/explain.context.jinja")),
     ("compare.context", include_str!("render/templates/compare.context.jinja")),
     ("sets.txt", include_str!("render/templates/sets.txt.jinja")),
+    ("sets-detail.txt", include_str!("render/templates/sets-detail.txt.jinja")),
     ("sets.md", include_str!("render/templates/sets.md.jinja")),
     ("sets.html", include_str!("render/templates/sets.html.jinja")),
 ];

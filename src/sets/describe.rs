@@ -14,7 +14,7 @@ use super::{findings, names, version_mark, KernelSet};
 use std::cmp::Ordering;
 
 /// Factors in the order a set names them.
-const FACTORS: &[&str] = &["gpu", "version", "template parameters", "launch shape", "problem size", "run"];
+const FACTORS: &[&str] = &["gpu", "version", "library configuration", "template parameters", "launch shape", "problem size", "run"];
 
 /// Describes one set: what varies, each member's value, the order, and what the set shows.
 pub fn describe(kind: SetKind, members: Vec<Member>, vary_keys: &[String]) -> KernelSet {
@@ -62,7 +62,7 @@ fn value_of(view: &View, i: usize, varies: &[String]) -> String {
         .iter()
         .map(|f| match f.as_str() {
             "gpu" => m.gpu.clone().unwrap_or_else(|| "?".into()),
-            "version" if view.kind == SetKind::Versions => m.base(),
+            "version" | "library configuration" if view.kind == SetKind::Versions => m.base(),
             "version" | "run" => view.file_values[i].clone(),
             "template parameters" => format!("<{}>", names::parse(&m.kernel).template_args.unwrap_or_default().join(", ")),
             "launch shape" if blocks_vary => format!("block {}", dims(m.block_size)),
@@ -86,7 +86,7 @@ fn order_of(view: &View, values: &[String], varies: &[String]) -> (Vec<usize>, S
     let mut order: Vec<usize> = (0..ms.len()).collect();
     let one_file = ms.iter().all(|m| m.file == ms[0].file);
     let marked = |i: usize| version_mark().is_match(&values[i]) || version_mark().is_match(&names::file_stem(&ms[i].file));
-    if varies.iter().any(|v| v == "version") {
+    if varies.iter().any(|v| v == "version" || v == "library configuration") {
         if one_file {
             order.sort_by_key(|&i| ms[i].launch);
             return (order, "launch order in the report".into());

@@ -325,7 +325,7 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
     let mut out = Vec::new();
     for p in pairs.iter().filter(|p| p.used && p.b == p.a + 1) {
         let factor = &p.differs[0];
-        if matches!(factor.as_str(), "version" | "run" | "gpu" | "template parameters") {
+        if matches!(factor.as_str(), "version" | "library configuration" | "run" | "gpu" | "template parameters") {
             continue;
         }
         let (a, b) = (&ms[p.a - 1], &ms[p.b - 1]);

@@ -193,6 +193,7 @@ pub(crate) mod tests {
             launches: 1,
             value: String::new(),
             gpu: Some("GPU A".into()),
+            library: None,
             block_size: Some([block, 1, 1]),
             grid_size: Some([grid, 1, 1]),
             duration_ns: Some(1000.0),
@@ -234,6 +235,34 @@ pub(crate) mod tests {
             member("t.ncu-rep", "copyRow(float *)", 1024, 32, 20.0),
         ];
         assert_eq!(sets(&m, None), vec![(SetKind::Versions, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn a_librarys_variants_are_its_configurations_not_versions() {
+        // cuBLAS picked a split-K and a plain kernel for the same launch shape in one report.
+        let library = |kernel: &str| {
+            let mut m = member("decode.ncu-rep", kernel, 384, 132, 20.0);
+            m.library = Some("cuBLAS".into());
+            m
+        };
+        let both = vec![library("nvjet_tst_64x8_64x16_4x1_v_bz_TNT"), library("nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT")];
+        let (kind, idx) = sets(&both, None).pop().expect("one series");
+        let set = super::super::describe::describe(kind, idx.iter().map(|&i| both[i].clone()).collect(), &[]);
+        assert_eq!(set.varies, vec!["library configuration".to_string()]);
+        assert!(
+            set.findings.iter().all(|f| f.kind != "left" && f.kind != "step"),
+            "no 'what is left in the last version': {:?}",
+            set.findings
+        );
+        // The user's own versions stay versions, with their steps.
+        let own = vec![
+            member("t.ncu-rep", "transposeMatrix(float *)", 1024, 32, 50.0),
+            member("t.ncu-rep", "transposeMatrixTiled(float *)", 1024, 32, 50.0),
+        ];
+        let (kind, idx) = sets(&own, None).pop().expect("one series");
+        let set = super::super::describe::describe(kind, idx.iter().map(|&i| own[i].clone()).collect(), &[]);
+        assert_eq!(set.varies, vec!["version".to_string()]);
+        assert!(set.findings.iter().any(|f| f.kind == "left"), "{:?}", set.findings);
     }
 
     #[test]

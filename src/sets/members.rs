@@ -33,6 +33,9 @@ pub struct Member {
     /// The member's value of what varies in its set (filled when the set is described).
     pub value: String,
     pub gpu: Option<String>,
+    /// The library or generator whose kernel this is ("cuBLAS", "CUTLASS", ...), when recognised:
+    /// its versions are the library's configurations, not steps of the user's code.
+    pub library: Option<String>,
     pub block_size: Option<[u64; 3]>,
     pub grid_size: Option<[u64; 3]>,
     /// The median launch's duration.
@@ -160,6 +163,7 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         launches,
         value: String::new(),
         gpu: la.device_name.clone(),
+        library: la.diagnosis.kernel.library.clone(),
         block_size: la.block_size,
         grid_size: la.grid_size,
         duration_ns: la.duration_ns,

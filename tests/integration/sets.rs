@@ -182,7 +182,11 @@ fn explain_json_has_sets_in_the_schema_and_html_plots_them() {
     let page = String::from_utf8(html.stdout).unwrap();
     assert!(page.contains("<h2>Sets</h2>") && page.contains("bounding unit's % of peak"), "the set section and its plot");
     let text = String::from_utf8(keet(&["explain", "--no-llm", "--no-cache", dir.to_str().unwrap()]).stdout).unwrap();
-    assert!(text.contains("Sets: ") && text.contains("varies: launch shape, problem size"), "{text}");
+    // The sets' summaries at the top, their members and findings after the kernels.
+    let (top, detail) = (text.find("Sets: ").expect("set summaries"), text.find("Sets in detail").expect("set details"));
+    let first_kernel = text.find("\n#1  ").expect("a kernel");
+    assert!(top < first_kernel && first_kernel < detail, "{text}");
+    assert!(text[detail..].contains("varies launch shape, problem size"), "{text}");
     // --vary reads a value from the path: the file names are the value here.
     let vary = keet(&["explain", "--no-llm", "--no-cache", "-f", "json", "--vary", "R=(report\\d?)", dir.to_str().unwrap()]);
     let doc: Value = serde_json::from_slice(&vary.stdout).unwrap();
