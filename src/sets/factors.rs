@@ -37,7 +37,7 @@ impl<'a> View<'a> {
             SetKind::Versions => a.base() != b.base(),
             SetKind::Kernel => (self.marks && a.file != b.file && self.file_values[i] != self.file_values[j]) || arity(&ta) != arity(&tb),
         };
-        if version && a.library.is_some() && b.library.is_some() {
+        if version && self.kind == SetKind::Versions && a.library.is_some() && b.library.is_some() {
             // Two kernels a library chose (cuBLAS's split-K and non-split-K variants, say): the
             // user picks among them through shapes and the library's settings, not by editing.
             out.push("library configuration".into());
