@@ -594,6 +594,24 @@ mod tests {
     }
 
     #[test]
+    fn padding_that_spreads_a_warp_over_banks_is_a_mechanism_and_the_reverse_is_not() {
+        // The default model's paraphrase of the padding fix (smemSquare), refused before the
+        // shared-memory, tile and index links to "different banks" were in the table.
+        for ok in [
+            "Pad the shared memory tile to [32][33] so the 32 threads of a warp reading a column touch 32 different banks.",
+            "Padding the tile by one column shifts each row by one bank, so a warp reading a column touches 32 different banks.",
+            // Never seen: the index, swizzled.
+            "Swizzle the shared array's index with an XOR so each thread of a warp lands in a different bank.",
+        ] {
+            assert_eq!(non_sequiturs(ok), Vec::<String>::new(), "{ok}");
+            assert!(links(ok), "a cause and its effect: {ok}");
+        }
+        // Different banks still do not cause conflicts.
+        let r = non_sequiturs("The threads of a warp read 32 different banks, which causes bank conflicts.");
+        assert!(r.iter().any(|x| x.contains("works against it")), "{r:?}");
+    }
+
+    #[test]
     fn sentences_are_classified() {
         assert_eq!(
             classify("168 registers per thread limit theoretical occupancy to 25%, so few warps hide the stalls.", &[]),
