@@ -318,21 +318,10 @@ impl Run<'_> {
     fn profile_summary(&mut self, report: &ExplainReport) -> Result<ProfileSummary, ExplainError> {
         let opts = self.opts;
         let facts = summary::summary_facts(report);
-        let decoding_json = serde_json::to_string(&(decoding(), "summary-v1", opts.settings.prose)).expect("options serialise");
-        let templates = format!("{}\0{}", prompt::templates_sha256(), crate::cache::sha256_hex(summary::SUMMARY.as_bytes()));
-        let key = CacheKey::new(&crate::cache::KeyParts {
-            facts_json: &facts.facts,
-            model_sha256: self.model.sha.as_deref().expect("a summary only with a model"),
-            prompt_templates_sha256: &templates,
-            decoding_json: &decoding_json,
-            keet_version: env!("CARGO_PKG_VERSION"),
-        });
-        if let (Some(c), false) = (&self.cache, opts.run.refresh) {
-            if let Some(e) = c.get(&key)? {
-                if let Ok(found) = serde_json::from_str::<ProfileSummary>(&e.findings_json) {
-                    return Ok(found);
-                }
-            }
+        let model_sha256 = self.model.sha.as_deref().expect("a summary only with a model");
+        let key = summary::cache_key(&facts, "summary-v1", summary::SUMMARY, model_sha256, opts);
+        if let Some(found) = summary::cached(self.cache.as_ref(), &key, opts)? {
+            return Ok(found);
         }
         let m = self.model.load(&opts.run, &mut self.stats)?;
         let tg = Instant::now();

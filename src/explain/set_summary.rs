@@ -11,7 +11,7 @@
 use super::model::ModelSlot;
 use super::report::{ExplainReport, ProfileSummary};
 use super::summary::{self, SummaryFacts};
-use super::{decoding, prompt, ExplainError, ExplainOptions, RunStats};
+use super::{prompt, ExplainError, ExplainOptions, RunStats};
 use crate::cache::{Cache, CacheKey};
 use crate::report::writer::Writer;
 use crate::sets::{KernelSet, SetOptions};
@@ -57,8 +57,9 @@ pub(super) fn add_sets(
     }
     for index in 0..report.sets.len().min(opts.settings.top) {
         let facts = set_facts(&report.sets[index]);
-        let key = cache_key(&facts, model.sha.as_deref().expect("a model hash checked above"), opts);
-        let written = match cached(cache, &key, opts)? {
+        let key =
+            summary::cache_key(&facts, "set-summary-v1", SET_SUMMARY, model.sha.as_deref().expect("a model hash checked above"), opts);
+        let written = match summary::cached(cache, &key, opts)? {
             Some(found) => found,
             None => {
                 let found = ask(model, &facts, index, opts, stats)?;
@@ -223,25 +224,6 @@ fn ask(
     let found = summary::ask_summary(&mut m.engine, facts, question(facts)?, system, opts.settings.repair_attempts)?;
     stats.generate_s += started.elapsed().as_secs_f64();
     Ok(found)
-}
-
-/// The cache key of a set's explanation: its facts block, the model, the prompts and decoding.
-fn cache_key(facts: &SummaryFacts, model_sha256: &str, opts: &ExplainOptions) -> CacheKey {
-    let decoding_json = serde_json::to_string(&(decoding(), "set-summary-v1", opts.settings.prose)).expect("options serialise");
-    let templates = format!("{}\0{}", prompt::templates_sha256(), crate::cache::sha256_hex(SET_SUMMARY.as_bytes()));
-    CacheKey::new(&crate::cache::KeyParts {
-        facts_json: &facts.facts,
-        model_sha256,
-        prompt_templates_sha256: &templates,
-        decoding_json: &decoding_json,
-        keet_version: env!("CARGO_PKG_VERSION"),
-    })
-}
-
-/// The explanation the cache holds under `key` (none with `--refresh`).
-fn cached(cache: Option<&Cache>, key: &CacheKey, opts: &ExplainOptions) -> Result<Option<ProfileSummary>, ExplainError> {
-    let (Some(c), false) = (cache, opts.run.refresh) else { return Ok(None) };
-    Ok(c.get(key)?.and_then(|e| serde_json::from_str::<ProfileSummary>(&e.findings_json).ok()))
 }
 
 /// Stores a new explanation of set `index`; `keet show` renders the entry's report: the set alone.

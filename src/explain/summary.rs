@@ -485,6 +485,37 @@ pub fn standing(facts: &SummaryFacts, outcome: crate::llm::ask::AskOutcome<Summa
     }
 }
 
+/// The cache key of a summary written from `facts` (the profile's or a set's): the facts block,
+/// the model, the prompts (`template`, the summary's own, and the shared ones) and the decoding,
+/// tagged with what kind of summary it is (`"summary-v1"`, `"set-summary-v1"`).
+pub fn cache_key(
+    facts: &SummaryFacts,
+    kind: &str,
+    template: &str,
+    model_sha256: &str,
+    opts: &super::ExplainOptions,
+) -> crate::cache::CacheKey {
+    let decoding_json = serde_json::to_string(&(super::decoding(), kind, opts.settings.prose)).expect("options serialise");
+    let templates = format!("{}\0{}", prompt::templates_sha256(), crate::cache::sha256_hex(template.as_bytes()));
+    crate::cache::CacheKey::new(&crate::cache::KeyParts {
+        facts_json: &facts.facts,
+        model_sha256,
+        prompt_templates_sha256: &templates,
+        decoding_json: &decoding_json,
+        keet_version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// The summary the cache holds under `key` (none with `--refresh`, or without a cache).
+pub fn cached(
+    cache: Option<&crate::cache::Cache>,
+    key: &crate::cache::CacheKey,
+    opts: &super::ExplainOptions,
+) -> Result<Option<ProfileSummary>, super::ExplainError> {
+    let (Some(c), false) = (cache, opts.run.refresh) else { return Ok(None) };
+    Ok(c.get(key)?.and_then(|e| serde_json::from_str::<ProfileSummary>(&e.findings_json).ok()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
