@@ -61,6 +61,11 @@ pub struct EvalArgs {
     /// (a quarter of the question tokens; the letter bias then stays in the score).
     #[arg(long, default_value_t = 4, value_parser = parse_rotations)]
     pub rotations: usize,
+    /// How the model answers: letter (one of A-D) or text (the chosen option's text, word for
+    /// word, decoded under a grammar that admits exactly the options: a small model's letter bias
+    /// does not decide, and the answer is what a reader of the context would write).
+    #[arg(long, value_enum, default_value_t = answer::AnswerBy::Letter)]
+    pub answer: answer::AnswerBy,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
     /// contexts, one JSON object per line.
     #[arg(long, value_name = "FILE")]
@@ -183,8 +188,9 @@ fn explain_twins(
 
 /// Plans the prompts, says what they will cost, and answers every question in every format and
 /// rotation (a progress bar on a terminal).
-fn answer_all(set: &eval::EvalSet, engine: &mut Engine, formats: &[Format], rotations: usize) -> anyhow::Result<answer::AnswerRun> {
-    let plan = answer::plan_formats(set, engine, formats, rotations)?;
+fn answer_all(a: &EvalArgs, set: &eval::EvalSet, engine: &mut Engine, formats: &[Format]) -> anyhow::Result<answer::AnswerRun> {
+    let rotations = a.rotations;
+    let plan = answer::plan_formats(set, engine, formats, rotations, a.answer)?;
     let rate = answer::prompt_rate(engine, 256)?;
     let to_run = plan.tokens_to_run();
     let by_rotation = plan.tokens_to_run_by_rotation();
@@ -263,7 +269,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     write_questions(&a, &set)?;
     let mut engine =
         Engine::load(&engine_opts).map_err(|e| anyhow::anyhow!("{e} (use --no-llm --questions-out FILE for the questions alone)"))?;
-    let run = answer_all(&set, &mut engine, &all_formats, a.rotations)?;
+    let run = answer_all(&a, &set, &mut engine, &all_formats)?;
     let mut report = score_run(&a, &set, run, &all_formats, &formats, &engine, t0);
     report.edits = edits;
     render_report(&a, &report)?;
@@ -365,6 +371,7 @@ fn score_run(
         files: set.files.clone(),
         profiles_without_questions: set.without_questions.clone(),
         rotations: a.rotations,
+        answer_by: Some(a.answer),
         truncated_contexts: run.truncated,
         cost: run.costs,
         wall_s: Some(t0.elapsed().as_secs_f64()),

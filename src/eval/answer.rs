@@ -1,5 +1,6 @@
-//! The local model answers the questions of an [`EvalSet`]: one constrained letter per question,
-//! format and rotation of the options, at the cost of the prompt alone.
+//! The local model answers the questions of an [`EvalSet`]: one constrained answer per question,
+//! format and rotation of the options (a letter, or the option's text: [`AnswerBy`]), at about the
+//! cost of the prompt alone.
 //!
 //! Cost: the prompt is the system prompt, then the context, then the question, then its options,
 //! so every question about one context shares the longest possible prefix. Questions are asked
@@ -9,10 +10,11 @@
 //! by rotation (the rotations of one question share everything up to the options), and the engine
 //! reuses the KV state of the longest prefix it already holds: each context is prefilled at most
 //! once per format and each question or rotation runs only the tokens that differ from the prompt
-//! before (the fast engine reuses any prefix; candle's reuse points fall on whole chunks). The
-//! letter is the
-//! highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]), which is greedy
-//! decoding under a grammar that admits exactly one letter.
+//! before (the fast engine reuses any prefix; candle's reuse points fall on whole chunks). A
+//! letter is the highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]),
+//! which is greedy decoding under a grammar that admits exactly one letter; an option's text is
+//! greedy decoding under a grammar that admits exactly the four options ([`Engine::choose_text`]),
+//! which runs a decode step only where options left still share their first tokens.
 
 use super::peers::Format;
 use super::score::Answered;
@@ -20,6 +22,38 @@ use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
 use crate::llm::{ChatMessage, Engine};
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// How the model gives its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerBy {
+    /// One letter, `A`-`D` (the multiple-choice format as asked of people).
+    #[default]
+    Letter,
+    /// The chosen option's text, word for word, decoded greedily under a grammar that admits
+    /// exactly the options (a small model's letter bias does not decide).
+    Text,
+    /// The option whose text is likeliest after the prompt (mean log-probability per token), as
+    /// likelihood-scored multiple choice does; the prompt asks for the text.
+    Likelihood,
+}
+
+impl AnswerBy {
+    /// The system prompt: what the model is and what it replies with.
+    fn system_prompt(self) -> String {
+        match self {
+            AnswerBy::Letter => questions::system_prompt().to_string(),
+            AnswerBy::Text | AnswerBy::Likelihood => questions::system_prompt_text_answers(),
+        }
+    }
+    /// The prompt's last line: what to answer with.
+    fn instruction(self) -> &'static str {
+        match self {
+            AnswerBy::Letter => "Answer with the letter of the correct option.",
+            AnswerBy::Text | AnswerBy::Likelihood => "Answer with the text of the correct option, word for word, without its letter.",
+        }
+    }
+}
 
 /// Room left in the model's window for the question, its options and the chat template.
 const RESERVE_TOKENS: usize = 768;
@@ -40,6 +74,10 @@ pub struct FormatCost {
     pub run_tokens_by_rotation: Vec<usize>,
     /// Seconds spent running the prompts.
     pub prefill_s: f64,
+    /// Decode steps run to write answers given as text (where the options left shared their
+    /// first tokens), and their seconds; 0 for letters.
+    pub decode_steps: usize,
+    pub decode_s: f64,
 }
 
 /// One prompt to run: a question in a format.
@@ -61,6 +99,7 @@ pub struct Plan {
     pub formats: Vec<Format>,
     /// Rotations of the options each question is asked in (1 or [`super::ROTATIONS`]).
     pub rotations: usize,
+    pub answer_by: AnswerBy,
     /// Contexts cut to fit the model's window (per format and context).
     pub truncated: usize,
 }
@@ -88,9 +127,9 @@ impl Plan {
 /// other because some extend others: the explained format is the context format with the model's
 /// explanations added at the end, so its first question continues from the context format's KV
 /// state. `rotations`: 1 (the options as drawn) or [`super::ROTATIONS`] (circular evaluation).
-pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition], rotations: usize) -> Result<Plan, EvalError> {
+pub fn plan(set: &EvalSet, engine: &Engine, conditions: &[Condition], rotations: usize, by: AnswerBy) -> Result<Plan, EvalError> {
     let formats: Vec<Format> = conditions.iter().map(|c| Format::Keet(*c)).collect();
-    plan_formats(set, engine, &formats, rotations)
+    plan_formats(set, engine, &formats, rotations, by)
 }
 
 /// The text question `i` is asked with in `format`: keet's context of its kernel, or the peer's.
@@ -102,7 +141,7 @@ fn context_text<'s>(set: &'s EvalSet, format: &Format, i: usize) -> &'s str {
 }
 
 /// [`plan`] for keet's formats and peers' ([`super::peers`]), in the order given.
-pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotations: usize) -> Result<Plan, EvalError> {
+pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotations: usize, by: AnswerBy) -> Result<Plan, EvalError> {
     let rotations = rotations.clamp(1, super::ROTATIONS);
     let window = engine.info.context_length.saturating_sub(RESERVE_TOKENS).max(256);
     let count = |s: &str| engine.tokenizer().encode(s).map(|v| v.len()).unwrap_or(usize::MAX);
@@ -128,7 +167,7 @@ pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotation
                     fitted = Some((given, text));
                 }
                 let ctx = fitted.as_ref().map(|f| f.1.as_str()).unwrap_or_default();
-                let messages = [ChatMessage::system(questions::system_prompt()), ChatMessage::user(prompt(ctx, q, rotation))];
+                let messages = [ChatMessage::system(by.system_prompt()), ChatMessage::user(prompt(ctx, q, rotation, by))];
                 let ids = engine.prompt_tokens(&messages)?;
                 let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
                 let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
@@ -137,7 +176,7 @@ pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotation
             }
         }
     }
-    Ok(Plan { jobs, formats: formats.to_vec(), rotations, truncated })
+    Ok(Plan { jobs, formats: formats.to_vec(), rotations, answer_by: by, truncated })
 }
 
 /// Measures the model's prompt speed on a warm-up prompt (about `tokens` long), in tokens per
@@ -171,7 +210,13 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         if fresh {
             engine.reset();
         }
-        let (at, _, t) = engine.choose(&job.messages, &LETTERS)?;
+        let (at, t) = match plan.answer_by {
+            AnswerBy::Letter => engine.choose(&job.messages, &LETTERS).map(|(at, _, t)| (at, t))?,
+            AnswerBy::Text => engine.choose_text(&job.messages, &set.questions[job.question].options_in(job.rotation))?,
+            AnswerBy::Likelihood => {
+                engine.choose_likeliest(&job.messages, &set.questions[job.question].options_in(job.rotation)).map(|(at, _, t)| (at, t))?
+            }
+        };
         let name = job.format.name();
         let letters = given[job.question].entry(name.to_string()).or_insert_with(|| vec![String::new(); plan.rotations]);
         letters[job.rotation] = LETTERS[at].to_string();
@@ -185,6 +230,8 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         cost.reused_tokens += t.reused_tokens;
         cost.run_tokens_by_rotation[job.rotation] += t.prompt_tokens - t.reused_tokens;
         cost.prefill_s += t.prompt_s;
+        cost.decode_steps += t.generated_tokens;
+        cost.decode_s += t.decode_s;
         contexts.entry(name).or_default().insert(set.questions[job.question].context);
         run_tokens += t.prompt_tokens - t.reused_tokens;
         progress(run_tokens);
@@ -208,20 +255,26 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
 }
 
 /// Plans and runs every question in every format and rotation with prefix reuse (no progress shown).
-pub fn answer(set: &EvalSet, engine: &mut Engine, conditions: &[Condition], rotations: usize) -> Result<AnswerRun, EvalError> {
-    let plan = plan(set, engine, conditions, rotations)?;
+pub fn answer(
+    set: &EvalSet,
+    engine: &mut Engine,
+    conditions: &[Condition],
+    rotations: usize,
+    by: AnswerBy,
+) -> Result<AnswerRun, EvalError> {
+    let plan = plan(set, engine, conditions, rotations, by)?;
     run(set, engine, &plan, false, &mut |_| {})
 }
 
 /// The user message: the context, then the question and its lettered options in rotation
 /// `rotation`. The context comes first so that the questions about it share it as a prefix, and the
 /// options last so that the rotations of one question share all but them.
-pub fn prompt(context: &str, q: &Question, rotation: usize) -> String {
+pub fn prompt(context: &str, q: &Question, rotation: usize, by: AnswerBy) -> String {
     let mut s = format!("{}\n\n---\nQuestion: {}\n", context.trim_end(), q.question);
     for (l, o) in LETTERS.iter().zip(q.options_in(rotation)) {
         s.push_str(&format!("{l}. {o}\n"));
     }
-    s.push_str("Answer with the letter of the correct option.");
+    s.push_str(by.instruction());
     s
 }
 

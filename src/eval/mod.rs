@@ -22,7 +22,7 @@ pub mod sets;
 pub mod stats;
 pub mod twins;
 
-pub use answer::{answer, AnswerRun, FormatCost};
+pub use answer::{answer, AnswerBy, AnswerRun, FormatCost};
 pub use score::{EvalModel, EvalReport};
 
 use crate::analysis::FileError;

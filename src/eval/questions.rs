@@ -144,6 +144,8 @@ struct TwinFixTable {
 #[derive(Deserialize)]
 struct System {
     prompt: String,
+    /// The prompt's last sentence when answers are given as the option's text.
+    prompt_text_answers: String,
 }
 
 #[derive(Deserialize)]
@@ -194,9 +196,17 @@ pub(crate) fn table() -> &'static Table {
     T.get_or_init(|| toml::from_str(TABLE).unwrap_or_else(|e| panic!("expert/eval.toml: {e}")))
 }
 
-/// The system prompt the model answers under.
+/// The system prompt the model answers under with letters.
 pub fn system_prompt() -> &'static str {
     &table().system.prompt
+}
+
+/// The system prompt when the model answers with the option's text: the letter prompt with its
+/// last sentence ("Reply with the letter ...") replaced.
+pub fn system_prompt_text_answers() -> String {
+    let letters = &table().system.prompt;
+    let head = letters.rfind(". ").map_or(letters.as_str(), |at| &letters[..at + 1]);
+    format!("{head} {}", table().system.prompt_text_answers)
 }
 
 impl Table {
@@ -637,5 +647,8 @@ mod tests {
             assert!(!t.names(key).is_empty());
         }
         assert!(!system_prompt().is_empty());
+        let text = system_prompt_text_answers();
+        assert!(text.ends_with("Reply with the text of the correct option.") && !text.contains("letter"), "{text}");
+        assert!(text.starts_with("You answer multiple-choice questions"), "{text}");
     }
 }

@@ -105,6 +105,10 @@ pub struct EvalReport {
     pub formats: Vec<String>,
     /// Rotations of the options each question was asked in: 4 (circular evaluation) or 1.
     pub rotations: usize,
+    /// How the local model gave its answers: a letter, or the option's text (absent for an
+    /// answers file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_by: Option<super::AnswerBy>,
     pub by_kind: Vec<Row>,
     pub overall: Row,
     pub by_seed: Vec<Row>,
@@ -228,6 +232,8 @@ pub struct ReportMeta {
     pub profiles_without_questions: Vec<PathBuf>,
     /// Rotations of the options asked (1 or [`super::ROTATIONS`]).
     pub rotations: usize,
+    /// How the local model answered; `None` for an answers file.
+    pub answer_by: Option<super::AnswerBy>,
     pub truncated_contexts: usize,
     pub cost: Vec<super::FormatCost>,
     pub wall_s: Option<f64>,
@@ -278,6 +284,7 @@ pub fn report(keys: &[Key], answers: Vec<Answered>, formats: &[String], meta: Re
         questions: keys.len(),
         formats: formats.to_vec(),
         rotations,
+        answer_by: meta.answer_by,
         by_kind,
         overall,
         by_seed,
@@ -456,6 +463,7 @@ pub fn score_files(questions_path: &Path, answers_path: &Path) -> Result<EvalRep
         files,
         profiles_without_questions: vec![],
         rotations,
+        answer_by: None,
         truncated_contexts: 0,
         cost: vec![],
         wall_s: None,
@@ -481,6 +489,7 @@ mod tests {
             files: vec![],
             profiles_without_questions: vec![],
             rotations,
+            answer_by: None,
             truncated_contexts: 0,
             cost: vec![],
             wall_s: None,

@@ -55,6 +55,7 @@ fn meta(rotations: usize) -> score::ReportMeta {
         files: vec![],
         profiles_without_questions: vec![],
         rotations,
+        answer_by: None,
         truncated_contexts: 0,
         cost: vec![],
         wall_s: None,

@@ -27,7 +27,7 @@ fn prefix_reuse_answers_as_a_full_prefill_does() {
     let mut engine = small_model();
     // The context format: a few hundred tokens (the raw table is the same mechanics at 3x the cost).
     let formats = [Condition::Context];
-    let plan = answer::plan(&set, &engine, &formats, 1).unwrap();
+    let plan = answer::plan(&set, &engine, &formats, 1, answer::AnswerBy::Letter).unwrap();
     assert!(
         plan.tokens_to_run() < plan.prompt_tokens() / 2,
         "the plan reuses the shared contexts: {} of {} to run",
@@ -78,7 +78,7 @@ fn rotations_reuse_the_contexts_kv_state() {
     let n = set.questions.len();
     assert!(n >= 2, "{n} questions");
     let mut engine = small_model();
-    let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS).unwrap();
+    let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS, answer::AnswerBy::Letter).unwrap();
     assert_eq!(plan.jobs.len(), n * eval::ROTATIONS);
     let contexts: std::collections::BTreeSet<usize> = set.questions.iter().map(|q| q.context).collect();
     assert_eq!(contexts.len(), 1, "one kernel: one context");
@@ -134,7 +134,7 @@ fn a_peer_format_is_asked_as_keets_formats_are() {
     set.peers.push(eval::peers::PeerContexts { name: "copy".into(), file: "copy.jsonl".into(), by_question });
     let mut engine = small_model();
     let formats = [eval::peers::Format::Keet(Condition::Context), eval::peers::Format::Peer(0, "copy".into())];
-    let plan = answer::plan_formats(&set, &engine, &formats, 1).unwrap();
+    let plan = answer::plan_formats(&set, &engine, &formats, 1, answer::AnswerBy::Letter).unwrap();
     let prompts =
         |name: &str| plan.jobs.iter().filter(|j| j.format.name() == name).map(|j| j.messages[1].content.clone()).collect::<Vec<_>>();
     assert_eq!(prompts("copy"), prompts("context"));
@@ -143,4 +143,40 @@ fn a_peer_format_is_asked_as_keets_formats_are() {
         assert_eq!(a.given.get("copy"), a.given.get("context"), "{}", a.id);
     }
     assert_eq!(run.costs.iter().map(|c| c.format.as_str()).collect::<Vec<_>>(), ["context", "copy"]);
+}
+
+/// Answers given as the option's text: one-token options are the letters' choice exactly; options
+/// that share their first tokens cost decode steps, counted; the same option is given twice is an
+/// error; and a run with prefix reuse gives the answers (and runs the prompt tokens) a full
+/// prefill of every prompt does.
+#[test]
+fn answers_by_text_follow_the_options_tokens() {
+    if llm_support::skip() {
+        return;
+    }
+    let mut engine = small_model();
+    let m = [ChatMessage::user("Which letter comes after A? Options: A, B, C, D.".to_string())];
+    let (letter, _, _) = engine.choose(&m, &eval::LETTERS).unwrap();
+    engine.reset();
+    let (text, t) = engine.choose_text(&m, &eval::LETTERS).unwrap();
+    assert_eq!(letter, text, "one-token options: the letter's choice");
+    assert_eq!(t.generated_tokens, 0, "options that differ at once cost the prompt alone");
+    let shared = ["the L2 cache", "the L1/TEX cache and shared memory"];
+    let (_, t) = engine.choose_text(&m, &shared).unwrap();
+    assert!(t.generated_tokens >= 1, "options sharing `the` need a decode step: {t:?}");
+    let e = engine.choose_text(&m, &["DRAM", "DRAM"]).unwrap_err().to_string();
+    assert!(e.contains("twice"), "{e}");
+
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
+    let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS, answer::AnswerBy::Text).unwrap();
+    assert!(plan.jobs[0].messages[1].content.ends_with("word for word, without its letter."));
+    let reused = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
+    let cost = &reused.costs[0];
+    assert_eq!(cost.prompt_tokens - cost.reused_tokens, plan.tokens_to_run(), "the prompt tokens run equal the plan");
+    let fresh = answer::run(&set, &mut engine, &plan, true, &mut |_| {}).unwrap();
+    assert_eq!(fresh.costs[0].decode_steps, cost.decode_steps);
+    for (r, f) in reused.answers.iter().zip(&fresh.answers) {
+        assert_eq!(r.given, f.given, "{}: prefix reuse changed an answer", r.id);
+    }
 }

@@ -623,6 +623,103 @@ impl Engine {
         if choice_ids.is_empty() {
             return Err(err("no choices"));
         }
+        let (logits, timings) = self.run_prompt(messages)?;
+        let scores: Vec<f32> = choice_ids.iter().map(|&i| logits.get(i as usize).copied().unwrap_or(f32::NEG_INFINITY)).collect();
+        let mut best = 0;
+        for (i, s) in scores.iter().enumerate() {
+            if *s > scores[best] {
+                best = i;
+            }
+        }
+        Ok((best, scores, timings))
+    }
+
+    /// Picks one of `options` (texts of any length, such as the options of a multiple-choice
+    /// question) by letting the model write it: greedy decoding under a grammar that admits exactly
+    /// these texts, each in the tokenizer's own tokens. The prompt is run as in [`Engine::choose`];
+    /// then, while more than one option is still possible, the next token of each is scored (an
+    /// option that has ended by its end-of-turn tokens), the highest wins, and only when the
+    /// options left still differ is that token run (a decode step). Options that start
+    /// differently cost the prompt alone. Returns the index of the option and the timings
+    /// (`generated_tokens` counts the decode steps run).
+    pub fn choose_text(&mut self, messages: &[ChatMessage], options: &[&str]) -> Result<(usize, Timings), LlmError> {
+        let mut tokens = Vec::with_capacity(options.len());
+        for o in options {
+            tokens.push(self.tokenizer.encode(o)?);
+        }
+        if tokens.is_empty() {
+            return Err(err("no options"));
+        }
+        if let Some(i) = (1..tokens.len()).find(|&i| tokens[..i].contains(&tokens[i])) {
+            return Err(err(format!("option {:?} is given twice", options[i])));
+        }
+        let (mut logits, mut timings) = self.run_prompt(messages)?;
+        let mut alive: Vec<usize> = (0..tokens.len()).collect();
+        let t = Instant::now();
+        for depth in 0.. {
+            // (next token, its score) per option still possible; None = the option has ended
+            let next = |i: usize| tokens[i].get(depth).copied();
+            let score = |tok: Option<u32>| match tok {
+                Some(id) => logits.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY),
+                None => self.tokenizer.end_ids.iter().filter_map(|&id| logits.get(id as usize).copied()).fold(f32::NEG_INFINITY, f32::max),
+            };
+            let Some(&best) = alive.iter().max_by(|&&a, &&b| score(next(a)).total_cmp(&score(next(b))).then(b.cmp(&a))) else {
+                return Err(err("no options"));
+            };
+            let chosen = next(best);
+            alive.retain(|&i| next(i) == chosen);
+            match chosen {
+                Some(id) if alive.len() > 1 => {
+                    logits = self.step(&[id])?;
+                    timings.generated_tokens += 1;
+                }
+                _ => break,
+            }
+        }
+        timings.decode_s = t.elapsed().as_secs_f64();
+        Ok((alive[0], timings))
+    }
+
+    /// Scores each of `options` as the assistant's answer: the mean log-probability per token of
+    /// the option's text (in the tokenizer's own tokens) after the prompt, as likelihood-scored
+    /// multiple choice does (lm-eval-harness). The prompt runs once; each option then runs its
+    /// tokens on top of it (the logits after each, [`CausalLm::forward_each`]); the next option
+    /// reuses the prompt's KV state (the prefix it shares with what the cache holds). Returns the index of the most likely option, the scores,
+    /// and the timings (`generated_tokens`: option tokens run).
+    pub fn choose_likeliest(&mut self, messages: &[ChatMessage], options: &[&str]) -> Result<(usize, Vec<f32>, Timings), LlmError> {
+        if options.is_empty() {
+            return Err(err("no options"));
+        }
+        let (first, mut timings) = self.run_prompt(messages)?;
+        let started = Instant::now();
+        let mut scores = Vec::with_capacity(options.len());
+        for (i, option) in options.iter().enumerate() {
+            let tokens = self.tokenizer.encode(option)?;
+            let Some((last, _)) = tokens.split_last() else {
+                return Err(err(format!("option {i} is empty")));
+            };
+            let mut logits = if i == 0 { first.clone() } else { self.run_prompt(messages)?.0 };
+            let mut total = 0.0f64;
+            let chunk = self.model.max_lookahead().max(1);
+            for run in tokens[..tokens.len() - 1].chunks(chunk) {
+                let each = self.run_generated(run, |model, pos| model.forward_each(run, pos))?;
+                for (&token, after) in run.iter().zip(each) {
+                    total += log_prob(&logits, token);
+                    logits = after;
+                }
+                timings.generated_tokens += run.len();
+            }
+            total += log_prob(&logits, *last);
+            scores.push((total / tokens.len() as f64) as f32);
+        }
+        timings.decode_s = started.elapsed().as_secs_f64();
+        let best = (0..scores.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
+        Ok((best, scores, timings))
+    }
+
+    /// Runs the chat prompt of `messages` (reusing the longest cached prefix) and returns the
+    /// logits of the assistant's first token with the prompt's timings.
+    fn run_prompt(&mut self, messages: &[ChatMessage]) -> Result<(Vec<f32>, Timings), LlmError> {
         let ids = self.prompt_tokens(messages)?;
         if ids.len() >= self.info.context_length {
             return Err(LlmError::PromptTooLong { prompt_tokens: ids.len(), context_tokens: self.info.context_length });
@@ -646,14 +743,7 @@ impl Engine {
         };
         let timings =
             Timings { prompt_tokens: ids.len(), reused_tokens: reused, prompt_s: t.elapsed().as_secs_f64(), ..Default::default() };
-        let scores: Vec<f32> = choice_ids.iter().map(|&i| logits.get(i as usize).copied().unwrap_or(f32::NEG_INFINITY)).collect();
-        let mut best = 0;
-        for (i, s) in scores.iter().enumerate() {
-            if *s > scores[best] {
-                best = i;
-            }
-        }
-        Ok((best, scores, timings))
+        Ok((logits, timings))
     }
 
     /// Forgets the KV caches (the next request runs its whole prompt).
@@ -711,6 +801,13 @@ impl SplitMix64 {
         z ^= z >> 31;
         (z >> 40) as f32 / (1u64 << 24) as f32
     }
+}
+
+/// `ln p(token)` under the softmax of `logits`.
+fn log_prob(logits: &[f32], token: u32) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = logits.iter().map(|&l| ((l as f64) - max).exp()).sum();
+    logits.get(token as usize).map_or(f64::NEG_INFINITY, |&l| l as f64 - max - sum.ln())
 }
 
 fn argmax(logits: &[f32]) -> u32 {
