@@ -88,6 +88,44 @@ pub fn md_code(text: &str) -> String {
     text.replace('`', "'").replace('|', "\\|")
 }
 
+/// A column of labels that tell each other apart (a set's members' values in the text table):
+/// as wide as the longest label, at least `min_width` and at most `max_width` characters, each
+/// padded to it. A longer label keeps the part that sets it apart from the label closest to it
+/// (where their common start ends): its tail after "..." when that fits
+/// (`nvjet_tst_64x8_64x16_4x1_v_bz_TNT` and `..._splitK_TNT` at 30: `...tst_64x8_64x16_4x1_v_bz_TNT`
+/// and `...8_64x16_4x1_v_bz_splitK_TNT`), else its start when it differs early, else the stretch
+/// from a few characters before where it differs, between "...".
+pub fn distinct_column(labels: &[String], min_width: usize, max_width: usize) -> Vec<String> {
+    let labels: Vec<Vec<char>> = labels.iter().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ").chars().collect()).collect();
+    let longest = labels.iter().map(Vec::len).max().unwrap_or(0);
+    let width = longest.clamp(min_width, max_width.max(min_width));
+    let common = |a: &[char], b: &[char]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let shown: String = if label.len() <= width {
+                label.iter().collect()
+            } else {
+                let apart =
+                    labels.iter().enumerate().filter(|(j, other)| *j != i && *other != label).map(|(_, other)| common(label, other)).max();
+                let apart = apart.unwrap_or(0).min(label.len());
+                let room = width.saturating_sub(3);
+                if label.len() - apart <= room {
+                    format!("...{}", label[label.len() - room..].iter().collect::<String>())
+                } else if apart + 3 <= room {
+                    format!("{}...", label[..room].iter().collect::<String>())
+                } else {
+                    let from = apart.saturating_sub(3);
+                    let middle = width.saturating_sub(6);
+                    format!("...{}...", label[from..from + middle].iter().collect::<String>())
+                }
+            };
+            format!("{shown:<width$}")
+        })
+        .collect()
+}
+
 /// The text shown for a finding's origin (`llm` -> "model").
 pub fn origin_label(origin: &str) -> &str {
     match origin {
@@ -100,6 +138,26 @@ pub fn origin_label(origin: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_column_keeps_what_tells_its_labels_apart() {
+        let labels = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // cuBLAS's two configurations: the common start is 30 characters long.
+        let cublas = labels(&["nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT"]);
+        let shown = super::distinct_column(&cublas, 30, 30);
+        assert_eq!(shown, vec!["...tst_64x8_64x16_4x1_v_bz_TNT".to_string(), "...8_64x16_4x1_v_bz_splitK_TNT".to_string()]);
+        // Room enough: the whole labels, padded to the longest.
+        let shown = super::distinct_column(&cublas, 30, 44);
+        assert_eq!(shown[0], format!("{:<40}", cublas[0]));
+        assert_eq!(shown[1], cublas[1]);
+        // Short labels pad to the least width; a long one differing early keeps its start.
+        assert_eq!(super::distinct_column(&labels(&["a", "b"]), 4, 10), vec!["a   ", "b   "]);
+        let early = labels(&["alpha_0123456789", "beta_0123456789"]);
+        assert_eq!(super::distinct_column(&early, 8, 10)[0], "alpha_0...");
+        // Differing in the middle of a long label: the stretch around where it differs.
+        let middle = labels(&["0123456789_x_0123456789", "0123456789_y_0123456789"]);
+        assert_eq!(super::distinct_column(&middle, 10, 12), vec!["...89_x_0...", "...89_y_0..."]);
+    }
+
     use super::*;
 
     #[test]

@@ -71,6 +71,9 @@ pub fn report_environment() -> Environment<'static> {
             text
         }
     });
+    env.add_filter("distinct", |labels: Vec<String>, min_width: usize, max_width: usize| {
+        format::distinct_column(&labels, min_width, max_width)
+    });
     env.add_filter("basename", |path: String| {
         std::path::Path::new(&path).file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or(path)
     });

@@ -209,8 +209,10 @@ fn times(set: &KernelSet, launches: &[&Launch]) -> Option<Vec<(f64, Basis)>> {
     set.members.iter().zip(launches).map(|(m, l)| questions::raw_metric(l, "duration").map(|(t, b)| (t, with_member(b, m)))).collect()
 }
 
+/// A version series whose steps (neighbouring members) each differ in the version alone; in a set
+/// whose versions repeat across files, neighbours differ in the version and the launch too.
 fn is_series(set: &KernelSet) -> bool {
-    set.varies.iter().any(|v| v == "version")
+    set.varies.iter().any(|v| v == "version") && set.pairs.iter().filter(|p| p.b == p.a + 1).all(|p| p.used)
 }
 
 fn step_name(a: &Member, b: &Member) -> String {

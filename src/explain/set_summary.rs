@@ -28,7 +28,7 @@ const BOUND_UNITS: [&str; 5] = ["SM", "DRAM", "L2", "L1/TEX", "memory"];
 const LARGEST_SAVING: &str = "The step that saved the most time: ";
 
 /// Set findings the facts block carries (the others are bookkeeping: pairs used, facts compared).
-const FACT_FINDINGS: [&str; 6] = ["fastest", "regime", "change", "scaling", "step", "left"];
+const FACT_FINDINGS: [&str; 7] = ["fastest", "regime", "change", "scaling", "step", "effect", "left"];
 
 /// The sets among the report's profiles (a file that could not be read is in the report's errors
 /// already: its sets go on without it; one cut off mid-write gives its complete launches). Their

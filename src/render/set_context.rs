@@ -1,17 +1,20 @@
 //! A set of profiles as compact text for an LLM's context window (the `set` format of `keet eval
 //! --sets`, and the sets section of `keet explain --format context`): one table row per member with
-//! its varying value, time, regime, busiest unit and % of peak, and primary problem; the fastest
-//! member; where the regime or the primary problem changes; how time scales; what each version
-//! step changed; in `keet explain`'s section, the set's summary on top (the expert's, or the model's
-//! text that passed its checks, marked). Everything else comes from the set's structured analysis
-//! ([`crate::sets`]), which is computed from the members' facts; nothing is added here but the layout.
+//! its varying value, time, regime, busiest unit (DRAM, L2, L1/TEX or SM, as the single-profile
+//! bound-unit rule names it; ncu's combined memory throughput only where no unit was measured) and
+//! its % of peak, and primary problem; the fastest member; where the regime or the primary problem
+//! changes; how time scales; what each version step changed (or the version's effect where the
+//! versions repeat across files); in `keet explain`'s section, the set's summary on top (the
+//! expert's, or the model's text that passed its checks, marked). Everything else comes from the
+//! set's structured analysis ([`crate::sets`]), which is computed from the members' facts; nothing
+//! is added here but the layout.
 
 use crate::format::number as fmt_num;
 use crate::report::writer::Writer;
 use crate::sets::{KernelSet, Member};
 
 /// Kinds of set findings shown (the others repeat the table or are bookkeeping).
-const SHOWN_FINDINGS: [&str; 3] = ["change", "scaling", "step"];
+const SHOWN_FINDINGS: [&str; 4] = ["change", "scaling", "step", "effect"];
 
 /// The set as compact Markdown.
 pub fn set_context(set: &KernelSet) -> String {
@@ -40,9 +43,9 @@ pub fn set_context(set: &KernelSet) -> String {
 fn member_row(number: usize, m: &Member) -> String {
     let file = m.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let time = m.duration_ns.map(crate::format::duration).unwrap_or_else(|| "?".into());
-    let unit = match (&m.bound_unit, m.bound_pct) {
-        (Some(u), Some(p)) => format!("{u} {}%", fmt_num(p)),
-        _ => "not measured".into(),
+    let unit = match (m.busiest_unit.as_ref().zip(m.busiest_pct), m.bound_unit.as_ref().zip(m.bound_pct)) {
+        (Some((u, p)), _) | (None, Some((u, p))) => format!("{u} {}%", fmt_num(p)),
+        (None, None) => "not measured".into(),
     };
     let primary = m.primary.clone().unwrap_or_else(|| "none found".into());
     format!("| {number} | {} | {file} | {time} | {} | {unit} | {primary} |\n", m.value, m.regime)

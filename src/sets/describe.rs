@@ -41,7 +41,7 @@ pub fn describe(kind: SetKind, members: Vec<Member>, vary_keys: &[String]) -> Ke
         SetKind::Kernel => ordered[0].base(),
         SetKind::Versions => names::series_name(&ordered.iter().map(Member::base).collect::<Vec<_>>()),
     };
-    let view = View { kind, members: &ordered, file_values, marks: view.marks, vary_keys };
+    let view = View { kind, members: &ordered, file_values, marks: view.marks, folded: view.folded, vary_keys };
     findings::set_of(&view, name, varies, how)
 }
 
@@ -86,6 +86,15 @@ fn order_of(view: &View, values: &[String], varies: &[String]) -> (Vec<usize>, S
     let mut order: Vec<usize> = (0..ms.len()).collect();
     let one_file = ms.iter().all(|m| m.file == ms[0].file);
     let marked = |i: usize| version_mark().is_match(&values[i]) || version_mark().is_match(&names::file_stem(&ms[i].file));
+    if view.folded {
+        // Each file's versions together (its launch shape and size), in launch order.
+        order.sort_by(|&a, &b| {
+            config_cmp(view, a, b)
+                .then_with(|| names::natural_cmp(&view.file_values[a], &view.file_values[b]))
+                .then(ms[a].launch.cmp(&ms[b].launch))
+        });
+        return (order, "the varying value, then launch order in each report".into());
+    }
     if varies.iter().any(|v| v == "version" || v == "library configuration") {
         if one_file {
             order.sort_by_key(|&i| ms[i].launch);
@@ -98,23 +107,23 @@ fn order_of(view: &View, values: &[String], varies: &[String]) -> (Vec<usize>, S
         order.sort_by(|&a, &b| ms[b].duration_ns.unwrap_or(0.0).total_cmp(&ms[a].duration_ns.unwrap_or(0.0)));
         return (order, "time, slowest first (the names carry no version marks)".into());
     }
-    let cmp = |a: &usize, b: &usize| -> Ordering {
-        let (x, y) = (&ms[*a], &ms[*b]);
-        let keys = view.vary_keys.iter().map(|k| {
-            names::natural_cmp(
-                x.path_values.get(k).map(String::as_str).unwrap_or(""),
-                y.path_values.get(k).map(String::as_str).unwrap_or(""),
-            )
-        });
-        let product = |d: Option<[u64; 3]>| d.map(|d| d.iter().product::<u64>()).unwrap_or(0);
-        keys.fold(Ordering::Equal, Ordering::then)
-            .then_with(|| x.gpu.cmp(&y.gpu))
-            .then_with(|| x.threads().unwrap_or(0.0).total_cmp(&y.threads().unwrap_or(0.0)))
-            .then_with(|| product(x.block_size).cmp(&product(y.block_size)))
-            .then_with(|| x.block_size.cmp(&y.block_size))
-            .then_with(|| names::natural_cmp(&values[*a], &values[*b]))
-            .then_with(|| x.launch.cmp(&y.launch))
-    };
-    order.sort_by(cmp);
+    order.sort_by(|&a, &b| {
+        config_cmp(view, a, b).then_with(|| names::natural_cmp(&values[a], &values[b])).then(ms[a].launch.cmp(&ms[b].launch))
+    });
     (order, "the varying value".into())
+}
+
+/// Members `a` and `b` by what their launches vary in: the `--vary` keys, the GPU, the problem
+/// size, then the block (its threads, then its shape).
+fn config_cmp(view: &View, a: usize, b: usize) -> Ordering {
+    let (x, y) = (&view.members[a], &view.members[b]);
+    let keys = view.vary_keys.iter().map(|k| {
+        names::natural_cmp(x.path_values.get(k).map(String::as_str).unwrap_or(""), y.path_values.get(k).map(String::as_str).unwrap_or(""))
+    });
+    let product = |d: Option<[u64; 3]>| d.map(|d| d.iter().product::<u64>()).unwrap_or(0);
+    keys.fold(Ordering::Equal, Ordering::then)
+        .then_with(|| x.gpu.cmp(&y.gpu))
+        .then_with(|| x.threads().unwrap_or(0.0).total_cmp(&y.threads().unwrap_or(0.0)))
+        .then_with(|| product(x.block_size).cmp(&product(y.block_size)))
+        .then_with(|| x.block_size.cmp(&y.block_size))
 }

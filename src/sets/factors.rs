@@ -13,6 +13,9 @@ pub struct View<'a> {
     pub file_values: Vec<String>,
     /// Some file name carries a version mark.
     pub marks: bool,
+    /// A version series whose versions repeat across files (a version x file set): two members
+    /// differ in the version and in whatever else differs between their launches.
+    pub folded: bool,
     pub vary_keys: &'a [String],
 }
 
@@ -20,7 +23,8 @@ impl<'a> View<'a> {
     pub fn new(kind: SetKind, members: &'a [Member], vary_keys: &'a [String]) -> View<'a> {
         let stems: Vec<String> = members.iter().map(|m| names::file_stem(&m.file)).collect();
         let marks = stems.iter().any(|s| version_mark().is_match(s));
-        View { kind, members, file_values: names::differing_parts(&stems), marks, vary_keys }
+        let folded = kind == SetKind::Versions && members.iter().any(|a| members.iter().any(|b| a.file != b.file && a.base() == b.base()));
+        View { kind, members, file_values: names::differing_parts(&stems), marks, folded, vary_keys }
     }
 
     /// What differs between members `i` and `j` (module docs).
@@ -44,8 +48,9 @@ impl<'a> View<'a> {
         } else if version {
             out.push("version".into());
         }
-        if !version && keys.is_empty() {
-            if ta != tb {
+        // In a version x file set the launch shape and size are factors of their own.
+        if (!version || self.folded) && keys.is_empty() {
+            if !version && ta != tb {
                 out.push("template parameters".into());
             }
             let same_threads = close(a.threads(), b.threads(), thresholds().same_threads_pct);

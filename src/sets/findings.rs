@@ -17,8 +17,9 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
     let (compared, left_out) = shared_facts(ms);
     let per_thread = varies.iter().any(|v| v == "problem size");
     let fastest = fastest(ms, per_thread);
-    let pairs = pairs(view);
-    let changes = changes(ms);
+    let neighbours = neighbours(view);
+    let pairs = pairs(view, &neighbours);
+    let changes = changes(ms, &neighbours);
     let mut out: Vec<SetFinding> = Vec::new();
     let mut add = |kind: &str, text: String| out.push(SetFinding { kind: kind.into(), text });
     if let Some(f) = &fastest {
@@ -28,12 +29,15 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
     for c in &changes {
         add("change", format!("The {} changes from {} at {} to {} at {}.", c.what, c.before, c.from_value, c.after, c.at_value));
     }
-    for line in scaling(ms, &pairs) {
+    for line in scaling(ms, &pairs, &neighbours) {
         add("scaling", line);
     }
     if varies.iter().any(|v| v == "version") {
-        for line in steps(ms, &pairs, &compared) {
-            add("step", line);
+        // A version x file set: the version's effect at each launch, not steps along its order
+        // (neighbours there differ in the version and the launch).
+        let lines = if view.folded { super::effect::version_effects(ms, &pairs) } else { steps(ms, &pairs, &compared) };
+        for line in lines {
+            add(if view.folded { "effect" } else { "step" }, line);
         }
         if let Some(last) = ms.last() {
             add("left", left_text(last));
@@ -50,7 +54,10 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
         ),
         );
     }
-    let summary = summary(&name, ms, &varies, fastest.as_ref(), &changes);
+    let mut summary = summary(&name, ms, &varies, fastest.as_ref(), &changes);
+    if let Some(clause) = view.folded.then(|| super::effect::summary_clause(ms, &pairs)).flatten() {
+        summary += &format!(" {clause}");
+    }
     KernelSet {
         kind: view.kind,
         name,
@@ -115,6 +122,9 @@ fn fastest(ms: &[Member], per_thread: bool) -> Option<MemberRef> {
 }
 
 fn bound_of(m: &Member) -> String {
+    if m.regime == "unknown" {
+        return "regime unknown".into();
+    }
     match (&m.bound_unit, m.bound_pct) {
         (Some(u), Some(p)) => format!("{} ({u} at {}% of peak)", m.regime, fmt_num(p)),
         _ => m.regime.clone(),
@@ -220,8 +230,11 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
     let slowest = timed.iter().max_by(|a, b| cost(a).total_cmp(&cost(b)));
     let (Some(best), Some(slow)) = (best, slowest) else { return String::new() };
     let (bc, sc) = (cost(best), cost(slow));
+    // Two members: the faster of the two.
+    let (most, of, least) = if timed.len() == 2 { ("Faster", "of the", "slower") } else { ("Fastest", "of", "slowest") };
+    let is = if best.regime == "unknown" { "Its regime cannot be told".to_string() } else { format!("It is {}", bound_of(best)) };
     let mut text = format!(
-        "Fastest{} of {} timed members: {} ({}) at {}, {}x the speed of the slowest, {} at {}. It is {}",
+        "{most}{} {of} {} timed members: {} ({}) at {}, {}x the speed of the {least}, {} at {}. {is}",
         if per_thread { " per thread" } else { "" },
         timed.len(),
         best.value,
@@ -230,7 +243,6 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
         fmt_num(if bc > 0.0 { sc / bc } else { 0.0 }),
         slow.value,
         shown(slow),
-        bound_of(best)
     );
     text += &match &best.primary {
         Some(p) => format!(", its primary problem {p}."),
@@ -238,7 +250,7 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
     };
     let diff = differing_facts(slow, best, compared, STEP_FACTS);
     if !std::ptr::eq(*best, *slow) && !diff.is_empty() {
-        text += &format!(" Against the slowest: {}.", diff.join("; "));
+        text += &format!(" Against the {least}: {}.", diff.join("; "));
     }
     text
 }
@@ -252,17 +264,61 @@ fn regimes_text(ms: &[Member]) -> String {
         }
     }
     if counts.len() == 1 {
-        return format!("All {} members are {}.", ms.len(), counts[0].0);
+        return untold(ms).unwrap_or_else(|| format!("{} {}.", all_members_are(ms.len()), counts[0].0));
     }
     let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
-    format!("Regimes over {} members: {}.", ms.len(), parts.join(", "))
+    let text = format!("Regimes over {} members: {}.", ms.len(), parts.join(", "));
+    match untold(ms) {
+        Some(why) => format!("{text} {why}"),
+        None => text,
+    }
 }
 
-/// Where the regime or the primary problem differs from the member before (in the set's order).
-fn changes(ms: &[Member]) -> Vec<Change> {
+/// "Both members are", "All 3 members are".
+fn all_members_are(n: usize) -> String {
+    if n == 2 {
+        "Both members are".into()
+    } else {
+        format!("All {n} members are")
+    }
+}
+
+/// Where some member's regime cannot be told (its profile has no throughput metrics): says so,
+/// with what the profile lacks and the ncu option that collects it (the diagnosis's missing
+/// section, [`Member::regime_missing`]).
+fn untold(ms: &[Member]) -> Option<String> {
+    let unknown: Vec<&Member> = ms.iter().filter(|m| m.regime == "unknown").collect();
+    let subject = match unknown.len() {
+        0 => return None,
+        n if n == ms.len() => "No member's regime can be told".to_string(),
+        1 => format!("The regime of {} cannot be told", unknown[0].value),
+        n => format!("The regimes of {n} members cannot be told"),
+    };
+    let mut files: Vec<&std::path::Path> = unknown.iter().map(|m| m.file.as_path()).collect();
+    files.dedup();
+    let profiles = if files.len() == 1 { "the profile has" } else { "the profiles have" };
+    Some(match unknown.iter().find_map(|m| m.regime_missing.as_ref()) {
+        Some((what, option)) => format!("{subject}: {profiles} no {what} metrics (collect them with {option})."),
+        None => format!("{subject}."),
+    })
+}
+
+/// Members next to each other along the set (0-based, in order): each and the next, or in a
+/// version x file set each and the next of its own version.
+fn neighbours(view: &View) -> Vec<(usize, usize)> {
+    let ms = view.members;
+    if !view.folded {
+        return (1..ms.len()).map(|i| (i - 1, i)).collect();
+    }
+    (0..ms.len()).filter_map(|i| (i + 1..ms.len()).find(|&j| ms[j].base() == ms[i].base()).map(|j| (i, j))).collect()
+}
+
+/// Where the regime or the primary problem differs from the member before (its neighbour in the
+/// set's order).
+fn changes(ms: &[Member], neighbours: &[(usize, usize)]) -> Vec<Change> {
     let mut out = Vec::new();
-    for w in ms.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
+    for &(i, j) in neighbours {
+        let (a, b) = (&ms[i], &ms[j]);
         if a.regime != b.regime && a.regime != "unknown" && b.regime != "unknown" {
             out.push(Change {
                 what: "regime".into(),
@@ -286,14 +342,16 @@ fn changes(ms: &[Member]) -> Vec<Change> {
     out
 }
 
-/// Pairs of members: all of them up to `all_pairs_up_to` members, else neighbours in order.
-fn pairs(view: &View) -> Vec<Pair> {
+/// Pairs of members: all of them up to `all_pairs_up_to` members, else neighbours in order (in a
+/// version x file set also the versions in each file).
+fn pairs(view: &View, neighbours: &[(usize, usize)]) -> Vec<Pair> {
     let n = view.members.len();
     let all = n <= thresholds().all_pairs_up_to;
     let mut out = Vec::new();
     for i in 0..n {
         for j in i + 1..n {
-            if !all && j != i + 1 {
+            let same_file = view.folded && view.members[i].file == view.members[j].file;
+            if !all && !neighbours.contains(&(i, j)) && !same_file {
                 continue;
             }
             let differs = view.differences(i, j);
@@ -307,6 +365,12 @@ fn pairs(view: &View) -> Vec<Pair> {
 
 fn pairs_text(pairs: &[Pair]) -> String {
     let used = pairs.iter().filter(|p| p.used).count();
+    if let [p] = pairs {
+        return match p.used {
+            true => "The one pair differs in one thing and estimates its effect.".into(),
+            false => format!("The one pair is not used: #{} and #{} differ in {}.", p.a, p.b, p.differs.join(" and ")),
+        };
+    }
     let text = format!("{used} of {} pairs differ in one thing and estimate its effect", pairs.len());
     let refused: Vec<String> =
         pairs.iter().filter(|p| !p.used).take(6).map(|p| format!("#{} and #{} differ in {}", p.a, p.b, p.differs.join(" and "))).collect();
@@ -321,9 +385,9 @@ fn pairs_text(pairs: &[Pair]) -> String {
 
 /// How time scales with the work, from the one-factor pairs on the problem size (or a `--vary`
 /// key), neighbours in order; with the busiest unit's share of peak at both points.
-fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
+fn scaling(ms: &[Member], pairs: &[Pair], neighbours: &[(usize, usize)]) -> Vec<String> {
     let mut out = Vec::new();
-    for p in pairs.iter().filter(|p| p.used && p.b == p.a + 1) {
+    for p in pairs.iter().filter(|p| p.used && neighbours.contains(&(p.a - 1, p.b - 1))) {
         let factor = &p.differs[0];
         if matches!(factor.as_str(), "version" | "library configuration" | "run" | "gpu" | "template parameters") {
             continue;
@@ -339,12 +403,17 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
             .iter()
             .filter_map(|(n, x, y)| x.zip(*y).filter(|(x, _)| *x > 0.0).map(|(x, y)| format!("{n} x{}", fmt_num(y / x))))
             .collect();
-        let at = |m: &Member| match (&m.bound_unit, m.bound_pct) {
+        let at = |m: &Member| match (&m.busiest_unit, m.busiest_pct) {
             (Some(u), Some(pct)) => format!("{u} {}%", fmt_num(pct)),
             _ => "no unit measured".into(),
         };
+        let units = if a.busiest_unit.is_none() && b.busiest_unit.is_none() {
+            "no unit's throughput measured".to_string()
+        } else {
+            format!("busiest unit {} -> {}", at(a), at(b))
+        };
         out.push(format!(
-            "{} -> {} ({} only): time x{} ({} -> {}) for work {}; busiest unit {} -> {}.",
+            "{} -> {} ({} only): time x{} ({} -> {}) for work {}; {units}.",
             a.value,
             b.value,
             factor,
@@ -352,8 +421,6 @@ fn scaling(ms: &[Member], pairs: &[Pair]) -> Vec<String> {
             duration(a.duration_ns.unwrap_or(0.0)),
             duration(b.duration_ns.unwrap_or(0.0)),
             if ratios.is_empty() { "not measured".to_string() } else { ratios.join(", ") },
-            at(a),
-            at(b)
         ));
     }
     out
@@ -397,6 +464,9 @@ fn left_text(last: &Member) -> String {
             )
         }
         (Some(p), None) => format!("What is left in the last version ({}): {}; primary problem {p}.", last.value, bound_of(last)),
+        (None, _) if last.regime == "unknown" => {
+            format!("The last version ({}) has no problem the rules find, and its regime cannot be told.", last.value)
+        }
         (None, _) => format!("The last version ({}) has no problem the rules find; it is {}.", last.value, bound_of(last)),
     }
 }
@@ -414,7 +484,11 @@ fn summary(name: &str, ms: &[Member], varies: &[String], fastest: Option<&Member
     }
     match changes.iter().find(|c| c.what == "regime") {
         Some(c) => s += &format!(" The regime changes at {} ({} -> {}).", c.at_value, c.before, c.after),
-        None if ms.iter().all(|m| m.regime == ms[0].regime) => s += &format!(" Every member is {}.", ms[0].regime),
+        None if ms.iter().all(|m| m.regime == ms[0].regime) => match untold(ms) {
+            Some(why) => s += &format!(" {why}"),
+            None if ms.len() == 2 => s += &format!(" Both members are {}.", ms[0].regime),
+            None => s += &format!(" Every member is {}.", ms[0].regime),
+        },
         None => {}
     }
     s

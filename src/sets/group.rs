@@ -6,6 +6,9 @@
 //! - Versions of one kernel under different names: the same name stem, and in one file the same
 //!   launch shape; across files, the only kernel of that stem in each file, with the same launch
 //!   shape, the same work (FLOPs) or the largest share of its file's time.
+//! - Versions repeated across files: series found in one file each, of one stem, holding at least
+//!   two of the same versions (a sweep that runs every version at each size) are one set of
+//!   (version x file); its version effect comes only from the pairs that differ in the version alone.
 
 use super::members::Member;
 use super::names;
@@ -36,8 +39,45 @@ pub fn sets(members: &[Member], key: Option<&regex::Regex>) -> Vec<(SetKind, Vec
             out.push((SetKind::Kernel, idx));
         }
     }
-    out.extend(version_series(members, &keys).into_iter().map(|v| (SetKind::Versions, v)));
+    out.extend(fold(members, version_series(members, &keys)).into_iter().map(|v| (SetKind::Versions, v)));
     out
+}
+
+/// A folded set's stem and versions (base names).
+type Folded = (String, Vec<String>);
+
+/// Folds the series found in one file each that share a stem and at least two versions (base
+/// names) into one set of (version x file), in the order first seen; other series stay as they are.
+fn fold(members: &[Member], series: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+    let one_file = |g: &[usize]| g.iter().all(|&i| members[i].file == members[g[0]].file);
+    let bases = |g: &[usize]| {
+        let mut b: Vec<String> = g.iter().map(|&i| members[i].base()).collect();
+        b.sort();
+        b.dedup();
+        b
+    };
+    // Each folded set with its stem and versions; a series that cannot fold is its own entry.
+    let mut out: Vec<(Option<Folded>, Vec<usize>)> = Vec::new();
+    for g in series {
+        if !one_file(&g) {
+            out.push((None, g));
+            continue;
+        }
+        let (stem, versions) = (names::stem(&members[g[0]].base()), bases(&g));
+        let into = out
+            .iter_mut()
+            .find(|(key, _)| key.as_ref().is_some_and(|(s, v)| *s == stem && v.iter().filter(|b| versions.contains(b)).count() >= 2));
+        match into {
+            Some((Some((_, known)), idx)) => {
+                known.extend(versions);
+                known.sort();
+                known.dedup();
+                idx.extend(g);
+            }
+            _ => out.push((Some((stem, versions)), g)),
+        }
+    }
+    out.into_iter().map(|(_, g)| g).collect()
 }
 
 /// The key that makes launches one kernel: the user key's capture, else the base name.
@@ -200,6 +240,9 @@ pub(crate) mod tests {
             regime: "latency-bound".into(),
             bound_unit: Some("SM".into()),
             bound_pct: Some(30.0),
+            busiest_unit: Some("SM".into()),
+            busiest_pct: Some(30.0),
+            regime_missing: None,
             primary: None,
             primary_estimate_pct: None,
             work: super::super::members::Work { threads: Some((block * grid) as f64), ..Default::default() },
@@ -263,6 +306,26 @@ pub(crate) mod tests {
         let set = super::super::describe::describe(kind, idx.iter().map(|&i| own[i].clone()).collect(), &[]);
         assert_eq!(set.varies, vec!["version".to_string()]);
         assert!(set.findings.iter().any(|f| f.kind == "left"), "{:?}", set.findings);
+    }
+
+    #[test]
+    fn versions_repeated_across_files_fold_into_one_set() {
+        // Every report of a sweep runs both versions at its own block and problem size.
+        let sweep = |file: &str, block: u64, grid: u64| {
+            vec![member(file, "simpleReduce1(float *)", block, grid, 50.0), member(file, "simpleReduce2(float *)", block, grid, 50.0)]
+        };
+        let m: Vec<Member> = [sweep("report.ncu-rep", 32, 31251), sweep("report2.ncu-rep", 128, 7813)].concat();
+        let found = sets(&m, None);
+        assert!(found.contains(&(SetKind::Versions, vec![0, 1, 2, 3])), "one (version x file) set: {found:?}");
+        assert_eq!(found.iter().filter(|s| s.0 == SetKind::Versions).count(), 1, "{found:?}");
+        // Series sharing a stem but no versions stay apart.
+        let other = vec![
+            member("a.ncu-rep", "scanA(float *)", 32, 1, 50.0),
+            member("a.ncu-rep", "scanB(float *)", 32, 1, 50.0),
+            member("b.ncu-rep", "scanC(float *)", 32, 1, 50.0),
+            member("b.ncu-rep", "scanD(float *)", 32, 1, 50.0),
+        ];
+        assert_eq!(sets(&other, None), vec![(SetKind::Versions, vec![0, 1]), (SetKind::Versions, vec![2, 3])]);
     }
 
     #[test]

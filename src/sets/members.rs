@@ -4,7 +4,7 @@
 
 use super::names;
 use crate::analysis::{self, LaunchAnalysis};
-use crate::facts::FactKey;
+use crate::facts::{FactKey, Facts};
 use crate::profile::{Launch, Profile, SourceKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -41,9 +41,21 @@ pub struct Member {
     /// The median launch's duration.
     pub duration_ns: Option<f64>,
     pub regime: String,
-    /// The busiest unit (SM, DRAM, L2, L1/TEX or memory) and its % of peak.
+    /// The unit the regime names (SM, DRAM, L2, L1/TEX, or ncu's combined memory throughput) and
+    /// its % of peak.
     pub bound_unit: Option<String>,
     pub bound_pct: Option<f64>,
+    /// The busiest of the four units (DRAM, L2, L1/TEX, SM) by their own % of peak, as the
+    /// single-profile bound-unit rule reads them ([`busiest_unit`]); `None` when none is measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busiest_unit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busiest_pct: Option<f64>,
+    /// When the regime cannot be told: what the profile lacks for it and the ncu option that
+    /// collects it (the diagnosis's missing section), e.g. ("speed of light (SM and memory
+    /// throughput)", "--section SpeedOfLight").
+    #[serde(skip)]
+    pub regime_missing: Option<(String, String)>,
     /// The primary problem (the first rule finding's category) and its estimate, % of the time.
     pub primary: Option<String>,
     pub primary_estimate_pct: Option<f64>,
@@ -156,6 +168,12 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         _ => None,
     };
     let all = la.facts.all();
+    let busiest = busiest_unit(&la.facts);
+    let regime_missing = (la.diagnosis.regime == "unknown")
+        .then(|| {
+            la.diagnosis.missing.iter().find_map(|m| m.what.strip_suffix(": the regime").map(|w| (w.to_string(), m.ncu_option.to_string())))
+        })
+        .flatten();
     Member {
         file: path.to_path_buf(),
         kernel: la.name.clone(),
@@ -170,6 +188,9 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         regime: la.diagnosis.regime.to_string(),
         bound_unit: bound.and_then(|b| b.busiest_unit).map(str::to_string),
         bound_pct: bound.and_then(|b| b.busiest_pct),
+        busiest_unit: busiest.map(|b| b.0.to_string()),
+        busiest_pct: busiest.map(|b| b.1),
+        regime_missing,
         primary: la.findings.first().map(|f| f.category.as_str().to_string()),
         primary_estimate_pct: la.findings.first().and_then(|f| f.estimated_speedup_pct),
         work: Work {
@@ -183,4 +204,18 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         facts: all.iter().map(|f| (f.key, f.value)).collect(),
         labels: all.iter().map(|f| (f.key, (f.label.to_string(), f.unit.to_string()))).collect(),
     }
+}
+
+/// The busiest of DRAM, L2, L1/TEX and the SM by their throughput facts (% of peak; the facts
+/// leave out a value above [`crate::facts::MAX_PCT_OF_PEAK`]), the first named on a tie: the unit
+/// the single-profile bound-unit question keys (`expert/eval.toml` `[metrics]` reads the same
+/// metrics). Not ncu's combined memory throughput, which names no unit.
+pub fn busiest_unit(f: &Facts) -> Option<(&'static str, f64)> {
+    [(&f.dram_throughput_pct, "DRAM"), (&f.l2_throughput_pct, "L2"), (&f.l1_throughput_pct, "L1/TEX"), (&f.sm_throughput_pct, "SM")]
+        .into_iter()
+        .filter_map(|(fact, unit)| fact.as_ref().map(|x| (unit, x.value)))
+        .fold(None, |best: Option<(&'static str, f64)>, (unit, pct)| match best {
+            Some((_, top)) if top >= pct => best,
+            _ => Some((unit, pct)),
+        })
 }

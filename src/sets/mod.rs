@@ -8,10 +8,13 @@
 //! [`describe::describe`] says what varies, each member's value and order → [`findings`] computes
 //! the fastest member and why, regime and primary-problem changes along the set, how time scales
 //! with the work, what each version step changed, and which pairs differ in one thing (only those
-//! estimate an effect; a pair differing in two things is listed as not used). Every number comes
+//! estimate an effect; a pair differing in two things is listed as not used; in a set whose
+//! versions repeat across files, [`effect`] gives the version's effect at each launch from the
+//! pairs that differ in the version alone). Every number comes
 //! from the members' metrics, with its denominator. Thresholds: `expert/sets.toml`.
 
 pub mod describe;
+pub mod effect;
 pub mod factors;
 pub mod findings;
 pub mod group;
@@ -132,7 +135,8 @@ pub struct Change {
 /// One line of what the set shows, with its numbers and denominator.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SetFinding {
-    /// "fastest", "regime", "change", "scaling", "step", "left", "pairs", "metrics".
+    /// "fastest", "regime", "change", "scaling", "step" (a version series' steps), "effect" (the
+    /// version's effect in a version x file set), "left", "pairs", "metrics".
     pub kind: String,
     pub text: String,
 }

@@ -314,3 +314,51 @@ fn eval_sets_with_the_model_scores_set_against_profiles() {
     let (wins, losses) = (vs["overall"]["paired"]["wins"].as_u64().unwrap(), vs["overall"]["paired"]["losses"].as_u64().unwrap());
     assert!(wins + losses <= n);
 }
+
+/// The unit a set-context row names in its busiest-unit cell, as the bound-unit key writes it
+/// (`dram`, `l2`, `l1`, `sm`), with its % of peak.
+fn row_unit(context: &str, number: usize) -> Option<(String, f64)> {
+    let row = context.lines().find(|l| l.starts_with(&format!("| {number} | ")))?;
+    let cell = row.split(" | ").nth(5)?;
+    let (unit, pct) = cell.split_once(' ')?;
+    let key = match unit {
+        "DRAM" => "dram",
+        "L2" => "l2",
+        "L1/TEX" => "l1",
+        "SM" => "sm",
+        other => other,
+    };
+    Some((key.to_string(), pct.trim_end_matches('%').parse().ok()?))
+}
+
+#[test]
+fn the_set_context_names_the_unit_the_set_bound_key_names() {
+    let Some(dir) = corpus("corpus-sets") else { return };
+    let files = keet::profile::expand_inputs(&[dir]).unwrap();
+    let (found, _) = sets::find(&files, &SetOptions::default());
+    let (mut named, mut idle) = (0, 0);
+    for set in &found {
+        let launches = launches_of(set);
+        let refs: Vec<&keet::profile::Launch> = launches.iter().collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        let context = keet::render::set_context::set_context(set);
+        for q in
+            eval_sets::set_questions(set, &refs, &mut HashSet::new(), &mut rng).into_iter().filter(|q| q.kind == QuestionKind::SetBound)
+        {
+            let member = q.basis[0].kernel.clone();
+            let number = set.members.iter().position(|m| m.value == member).expect("the member asked about") + 1;
+            let (unit, pct) = row_unit(&context, number).unwrap_or_else(|| panic!("{}: no unit in row {number} of\n{context}", set.name));
+            if q.answer_key == "none" {
+                // No unit is busy: whatever the row names is idle too.
+                assert!(pct < 30.0, "{} {member}: keyed none, the context says {unit} {pct}%", set.name);
+                idle += 1;
+            } else {
+                // The GEMM members are keyed L1/TEX (82% of peak for v1_alter); ncu's combined
+                // "memory" throughput names no unit and would not match.
+                assert_eq!(unit, q.answer_key, "{} {member}: the context's busiest unit against the key\n{context}", set.name);
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 5 && idle >= 1, "{named} keyed units and {idle} idle members checked");
+}

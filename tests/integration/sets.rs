@@ -54,9 +54,14 @@ fn grouping_and_what_varies_match_the_manifest() {
     for set in names {
         let expected: Vec<&(String, String, String, String)> = rows.iter().filter(|r| &r.0 == set).collect();
         let found = sets_in(&format!("corpus-sets/{set}"));
-        let hit = found.iter().find(|s| {
-            expected.iter().all(|e| s.members.iter().any(|m| file_name(&m.file) == e.1 && sets::names::parse(&m.kernel).base == e.2))
-        });
+        // The smallest set holding every manifest member (the reduction's simpleReduce1 members are
+        // also in the version x file set of both reductions).
+        let hit = found
+            .iter()
+            .filter(|s| {
+                expected.iter().all(|e| s.members.iter().any(|m| file_name(&m.file) == e.1 && sets::names::parse(&m.kernel).base == e.2))
+            })
+            .min_by_key(|s| s.members.len());
         let s = hit.unwrap_or_else(|| {
             panic!(
                 "{set}: no set holds every manifest member; found {:?}",
@@ -222,4 +227,81 @@ fn compare_pairs_a_kernel_renamed_in_a_fix_and_explains_the_saving() {
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["matched"][0]["match_kind"], "user");
     assert_eq!(doc["matched"][0]["match_reason"], "--match naive=blocktiling");
+}
+
+/// Gets the text report of `rel` (a file or folder under `../shared`).
+fn text_of(rel: &str) -> String {
+    let o = keet(&["explain", "--no-llm", "--no-cache", shared(rel).to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn the_reduction_sweep_is_one_version_set_with_the_version_effect_at_each_launch() {
+    let found = sets_in("corpus-sets/rtx3080laptop-reduce-config");
+    let versions: Vec<&KernelSet> = found.iter().filter(|s| s.kind == sets::SetKind::Versions).collect();
+    assert_eq!(
+        versions.len(),
+        1,
+        "one version set, not one per file: {:?}",
+        found.iter().map(|s| (&s.name, s.members.len())).collect::<Vec<_>>()
+    );
+    let s = versions[0];
+    assert_eq!(s.name, "simpleReduce");
+    assert_eq!(s.varies, vec!["version".to_string(), "launch shape".to_string(), "problem size".to_string()]);
+    let members: Vec<(String, String)> = s.members.iter().map(|m| (file_name(&m.file), m.base())).collect();
+    let expected: Vec<(String, String)> = ["report.ncu-rep", "report2.ncu-rep", "report3.ncu-rep"]
+        .iter()
+        .flat_map(|f| ["simpleReduce1", "simpleReduce2"].map(|k| (f.to_string(), k.to_string())))
+        .collect();
+    assert_eq!(members, expected, "(version x file), each file's versions together");
+    // The per-kernel sweeps stay.
+    assert!(found.iter().any(|s| s.name == "simpleReduce1" && s.members.len() == 3));
+    // Only the pairs in one file (the version alone) estimate the version's effect.
+    for p in s.pairs.iter().filter(|p| p.differs.contains(&"version".to_string())) {
+        let same_file = s.members[p.a - 1].file == s.members[p.b - 1].file;
+        assert_eq!(p.used, same_file, "{p:?}");
+    }
+    let effect = s.findings.iter().find(|f| f.kind == "effect").expect("the version's effect").text.clone();
+    assert!(effect.starts_with("simpleReduce1 -> simpleReduce2, from the 3 pairs that differ in the version alone:"), "{effect}");
+    assert!(effect.contains("Not used: the 6 pairs that differ in the version and the launch shape or problem size."), "{effect}");
+    // Each launch's figure from the members' own gpu__time_duration.
+    for file in ["report.ncu-rep", "report2.ncu-rep", "report3.ncu-rep"] {
+        let at = |kernel: &str| s.members.iter().find(|m| file_name(&m.file) == file && m.base() == kernel).unwrap();
+        let (one, two) = (at("simpleReduce1"), at("simpleReduce2"));
+        let (t1, t2) = (raw_duration(&one.file, one.launch), raw_duration(&two.file, two.launch));
+        let launch = one.value.trim_start_matches("simpleReduce1, ");
+        let said = format!("{}% less time at {launch} (", keet::rules::fmt_num(100.0 * (t1 - t2) / t1));
+        assert!(effect.contains(&said), "{said} in {effect}");
+    }
+    assert!(s.summary.contains("Where only the version differs, simpleReduce2 takes"), "{}", s.summary);
+    // No step along the order: its neighbours differ in the version and the launch.
+    assert!(s.findings.iter().all(|f| f.kind != "step"), "{:?}", s.findings);
+}
+
+#[test]
+fn a_two_member_set_says_both_and_its_values_keep_what_tells_them_apart() {
+    let text = text_of("corpus/h200-moe/decode_c1.ncu-rep");
+    assert!(text.contains("2 members, varying library configuration"), "{text}");
+    assert!(!text.contains("All 2 members") && !text.contains("1 of 1 pairs"), "{text}");
+    let top = &text[..text.find("Whole profile").unwrap()];
+    assert!(top.contains("Both members are grid-bound."), "{top}");
+    let detail = &text[text.find("Sets in detail").unwrap()..];
+    assert!(detail.contains("- Both members are grid-bound.") && detail.contains("Faster of the 2 timed members"), "{detail}");
+    // cuBLAS's split-K and plain kernels share their first 30 characters: both names stay whole.
+    let rows: Vec<&str> = detail.lines().filter(|l| l.starts_with("    #")).collect();
+    for name in ["nvjet_tst_64x8_64x16_4x1_v_bz_TNT ", "nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT "] {
+        assert!(rows.iter().any(|r| r.contains(name)), "{name:?} in {rows:#?}");
+    }
+}
+
+#[test]
+fn a_regime_that_cannot_be_told_says_what_the_profile_lacks() {
+    let text = text_of("corpus-sets/rtx5060ti-transpose-blocksize");
+    let said = "No member's regime can be told: the profile has no speed of light (SM and memory throughput) metrics \
+                (collect them with --section SpeedOfLight).";
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(flat.matches(said).count(), 2, "in the summary and the details: {text}");
+    assert!(!flat.contains("is unknown") && !flat.contains("members are unknown"), "{text}");
+    assert!(flat.contains("Its regime cannot be told") && flat.contains("no unit's throughput measured"), "{text}");
 }
