@@ -34,6 +34,19 @@ pub fn duration(ns: f64) -> String {
     }
 }
 
+/// A duration in nanoseconds in the largest unit it fills, with [`number`]'s three significant
+/// digits, for times listed side by side in a sentence: 2880129000 -> "2.88 s"; 594960 ->
+/// "595 µs"; 452 -> "452 ns".
+pub fn duration_3(ns: f64) -> String {
+    let (value, unit) = match ns {
+        _ if ns >= 1e9 => (ns / 1e9, "s"),
+        _ if ns >= 1e6 => (ns / 1e6, "ms"),
+        _ if ns >= 1e3 => (ns / 1e3, "µs"),
+        _ => (ns, "ns"),
+    };
+    format!("{} {unit}", number(value))
+}
+
 /// A duration in nanoseconds as microseconds with [`number`]'s digits, as the rule findings
 /// state times they compare with each other: 43210 -> "43.2 µs"; 1500 -> "1.50 µs".
 pub fn micros(ns: f64) -> String {
@@ -136,8 +149,38 @@ pub fn origin_label(origin: &str) -> &str {
     }
 }
 
+/// Items as a sentence lists them: "a", "a and b", "a, b and c".
+pub fn and_list<S: AsRef<str>>(items: &[S]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [head @ .., last] => {
+            let head: Vec<&str> = head.iter().map(AsRef::as_ref).collect();
+            format!("{} and {}", head.join(", "), last.as_ref())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::and_list;
+
+    #[test]
+    fn durations_side_by_side_keep_three_digits() {
+        assert_eq!(super::duration_3(2_880_129_000.0), "2.88 s");
+        assert_eq!(super::duration_3(594_960.0), "595 µs");
+        assert_eq!(super::duration_3(5_910.0), "5.91 µs");
+        assert_eq!(super::duration_3(452.0), "452 ns");
+    }
+
+    #[test]
+    fn lists_read_as_sentences() {
+        assert_eq!(and_list::<&str>(&[]), "");
+        assert_eq!(and_list(&["version"]), "version");
+        assert_eq!(and_list(&["version", "launch shape"]), "version and launch shape");
+        assert_eq!(and_list(&["version", "launch shape", "problem size"]), "version, launch shape and problem size");
+    }
+
     #[test]
     fn a_column_keeps_what_tells_its_labels_apart() {
         let labels = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

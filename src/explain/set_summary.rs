@@ -89,7 +89,7 @@ pub fn apply(set: &mut KernelSet, written: ProfileSummary) {
 /// its regime (grid-bound also "grid too small"), its bounding unit, fastest or slowest.
 pub fn set_facts(set: &KernelSet) -> SummaryFacts {
     use std::fmt::Write;
-    let varies = if set.varies.is_empty() { "nothing".to_string() } else { set.varies.join(" and ") };
+    let varies = if set.varies.is_empty() { "nothing".to_string() } else { crate::format::and_list(&set.varies) };
     let mut out = format!("Set {}: {} members, varying {varies}, in order of {}.\n", set.name, set.members.len(), set.order);
     let _ = writeln!(out, "Members:");
     let ends = fastest_and_slowest(set);

@@ -18,7 +18,7 @@ const SHOWN_FINDINGS: [&str; 4] = ["change", "scaling", "step", "effect"];
 
 /// The set as compact Markdown.
 pub fn set_context(set: &KernelSet) -> String {
-    let varies = if set.varies.is_empty() { "nothing".to_string() } else { set.varies.join(" and ") };
+    let varies = if set.varies.is_empty() { "nothing".to_string() } else { crate::format::and_list(&set.varies) };
     let mut out = format!("## Set `{}`: {} members, varying {varies} (ordered by {})\n\n", set.name, set.members.len(), set.order);
     out.push_str("| # | member | file | time | regime | busiest unit | primary problem |\n|---|---|---|---|---|---|---|\n");
     for (i, m) in set.members.iter().enumerate() {

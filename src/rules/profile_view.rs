@@ -233,7 +233,7 @@ fn top_opportunities(kernels: &[KernelTime], total: f64, t: &Table) -> Option<Pr
                 let name = super::kind::short_kernel_name(&k.name);
                 format!(
                     "{name} up to {} ({}% of the profile, {})",
-                    crate::format::micros(k.gain_ns.unwrap_or(0.0)),
+                    crate::format::duration_3(k.gain_ns.unwrap_or(0.0)),
                     fmt_num(100.0 * k.gain_ns.unwrap_or(0.0) / total),
                     k.primary.as_deref().unwrap_or("?")
                 )

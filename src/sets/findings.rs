@@ -368,12 +368,16 @@ fn pairs_text(pairs: &[Pair]) -> String {
     if let [p] = pairs {
         return match p.used {
             true => "The one pair differs in one thing and estimates its effect.".into(),
-            false => format!("The one pair is not used: #{} and #{} differ in {}.", p.a, p.b, p.differs.join(" and ")),
+            false => format!("The one pair is not used: #{} and #{} differ in {}.", p.a, p.b, crate::format::and_list(&p.differs)),
         };
     }
     let text = format!("{used} of {} pairs differ in one thing and estimate its effect", pairs.len());
-    let refused: Vec<String> =
-        pairs.iter().filter(|p| !p.used).take(6).map(|p| format!("#{} and #{} differ in {}", p.a, p.b, p.differs.join(" and "))).collect();
+    let refused: Vec<String> = pairs
+        .iter()
+        .filter(|p| !p.used)
+        .take(6)
+        .map(|p| format!("#{} and #{} differ in {}", p.a, p.b, crate::format::and_list(&p.differs)))
+        .collect();
     if refused.is_empty() {
         text + "."
     } else {
@@ -433,7 +437,7 @@ fn steps(ms: &[Member], pairs: &[Pair], compared: &[FactKey]) -> Vec<String> {
         let (a, b) = (&ms[w], &ms[w + 1]);
         let pair = pairs.iter().find(|p| p.a == w + 1 && p.b == w + 2);
         if let Some(p) = pair.filter(|p| !p.used) {
-            out.push(format!("{} -> {}: not used, they differ in {}.", a.value, b.value, p.differs.join(" and ")));
+            out.push(format!("{} -> {}: not used, they differ in {}.", a.value, b.value, crate::format::and_list(&p.differs)));
             continue;
         }
         let time = match (a.duration_ns, b.duration_ns) {
@@ -472,7 +476,7 @@ fn left_text(last: &Member) -> String {
 }
 
 fn summary(name: &str, ms: &[Member], varies: &[String], fastest: Option<&MemberRef>, changes: &[Change]) -> String {
-    let what = if varies.is_empty() { "nothing".to_string() } else { varies.join(" and ") };
+    let what = if varies.is_empty() { "nothing".to_string() } else { crate::format::and_list(varies) };
     let mut s = format!("`{name}`: {} members, varying {what}.", ms.len());
     if let Some(f) = fastest {
         s += &format!(
