@@ -300,6 +300,9 @@ fn add_placebo(a: &EvalArgs, set: &mut eval::EvalSet) {
         Ok(count) => {
             eval::add_generic(set, count.as_ref());
             let tokens: usize = set.contexts.iter().map(|c| count(&c.context)).sum();
+            if tokens == 0 {
+                return; // --sets: no kernel context (its sizes are printed with the set notes)
+            }
             eprintln!(
                 "keet eval: {} contexts, {tokens} tokens of keet's context format in all ({} per context)",
                 set.contexts.len(),
