@@ -32,7 +32,11 @@ pub fn set_context(set: &KernelSet) -> String {
             Some(format!(", {} ns per thread", fmt_num(m.duration_ns? / threads)))
         });
         let shown = if f.by == "time" { String::new() } else { per_thread.unwrap_or_default() };
-        out.push_str(&format!("Fastest (by {}): {} at {time}{shown}.\n", f.by, f.value));
+        let per_thread = f.by != "time";
+        let noise = crate::sets::findings::same_time_spread_pct(&set.members, per_thread)
+            .map(|spread| format!(" (every member within {}% of it: the same time within noise)", fmt_num(spread)))
+            .unwrap_or_default();
+        out.push_str(&format!("Fastest (by {}): {} at {time}{shown}{noise}.\n", f.by, f.value));
     }
     for finding in set.findings.iter().filter(|f| SHOWN_FINDINGS.contains(&f.kind.as_str())) {
         out.push_str(&format!("- {}\n", finding.text));

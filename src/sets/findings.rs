@@ -108,6 +108,16 @@ pub fn cost(m: &Member, per_thread: bool) -> Option<f64> {
     }
 }
 
+/// How far apart the timed members' times (per thread when `per_thread`) are, in percent of the
+/// fastest, when that is within `time_noise_pct`: the members take the same time, and none is
+/// faster. `None` when they differ by more, or fewer than two are timed.
+pub fn same_time_spread_pct(ms: &[Member], per_thread: bool) -> Option<f64> {
+    let costs: Vec<f64> = ms.iter().filter_map(|m| cost(m, per_thread)).filter(|c| *c > 0.0).collect();
+    let (fast, slow) = (costs.iter().copied().fold(f64::INFINITY, f64::min), costs.iter().copied().fold(0.0, f64::max));
+    let spread_pct = 100.0 * (slow / fast - 1.0);
+    (costs.len() >= 2 && spread_pct <= thresholds().time_noise_pct).then_some(spread_pct)
+}
+
 /// The fastest member by time (or by time per thread when the problem size varies).
 fn fastest(ms: &[Member], per_thread: bool) -> Option<MemberRef> {
     let cost = |m: &Member| cost(m, per_thread);
@@ -230,6 +240,18 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
     let slowest = timed.iter().max_by(|a, b| cost(a).total_cmp(&cost(b)));
     let (Some(best), Some(slow)) = (best, slowest) else { return String::new() };
     let (bc, sc) = (cost(best), cost(slow));
+    if let Some(spread) = same_time_spread_pct(ms, per_thread) {
+        let all = if timed.len() == 2 { "Both timed members".to_string() } else { format!("The {} timed members", timed.len()) };
+        return format!(
+            "{all} take the same time within noise ({}%): {} ({}) to {} ({}), {}% apart, so none is faster.",
+            fmt_num(thresholds().time_noise_pct),
+            shown(best),
+            best.value,
+            shown(slow),
+            slow.value,
+            fmt_num(spread)
+        );
+    }
     // Two members: the faster of the two.
     let (most, of, least) = if timed.len() == 2 { ("Faster", "of the", "slower") } else { ("Fastest", "of", "slowest") };
     let is = if best.regime == "unknown" { "Its regime cannot be told".to_string() } else { format!("It is {}", bound_of(best)) };
@@ -478,7 +500,11 @@ fn left_text(last: &Member) -> String {
 fn summary(name: &str, ms: &[Member], varies: &[String], fastest: Option<&MemberRef>, changes: &[Change]) -> String {
     let what = if varies.is_empty() { "nothing".to_string() } else { crate::format::and_list(varies) };
     let mut s = format!("`{name}`: {} members, varying {what}.", ms.len());
-    if let Some(f) = fastest {
+    let per_thread = varies.iter().any(|v| v == "problem size");
+    if same_time_spread_pct(ms, per_thread).is_some() {
+        let all = if ms.len() == 2 { "Both members take" } else { "All take" };
+        s += &format!(" {all} the same time within noise ({}%).", fmt_num(thresholds().time_noise_pct));
+    } else if let Some(f) = fastest {
         s += &format!(
             " Fastest{}: {} ({}).",
             if f.by == "time" { "" } else { " per thread" },

@@ -305,3 +305,21 @@ fn a_regime_that_cannot_be_told_says_what_the_profile_lacks() {
     assert!(!flat.contains("is unknown") && !flat.contains("members are unknown"), "{text}");
     assert!(flat.contains("Its regime cannot be told") && flat.contains("no unit's throughput measured"), "{text}");
 }
+
+/// A set whose members all take the same time within noise names no fastest: cuBLAS's CUTLASS
+/// reference kernel, run unchanged beside each GEMM version, differs by 0.38% over four reports.
+#[test]
+fn members_within_noise_of_each_other_have_no_fastest() {
+    let found = sets_in("corpus-sets/rtx3080-gemm-versions");
+    let reference = found.iter().find(|s| s.name == "cutlass::Kernel").expect("the library reference set");
+    let spread = sets::findings::same_time_spread_pct(&reference.members, false).expect("within noise");
+    assert!(spread < 1.0, "{spread}");
+    assert!(reference.summary.contains("All take the same time within noise (1%)"), "{}", reference.summary);
+    assert!(!reference.summary.contains("Fastest"), "{}", reference.summary);
+    let first = &reference.findings[0].text;
+    assert!(first.contains("take the same time within noise") && first.contains("so none is faster"), "{first}");
+    // The hand-written GEMM's versions differ by 2.8x: it keeps its fastest.
+    let gemm = found.iter().find(|s| s.name == "gemm").expect("the gemm set");
+    assert!(sets::findings::same_time_spread_pct(&gemm.members, false).is_none());
+    assert!(gemm.summary.contains("Fastest: v7_alter"), "{}", gemm.summary);
+}
