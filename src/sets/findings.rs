@@ -135,9 +135,11 @@ fn bound_of(m: &Member) -> String {
     if m.regime == "unknown" {
         return "regime unknown".into();
     }
-    match (&m.bound_unit, m.bound_pct) {
-        (Some(u), Some(p)) => format!("{} ({u} at {}% of peak)", m.regime, fmt_num(p)),
-        _ => m.regime.clone(),
+    // The busiest of DRAM, L2, L1/TEX and SM, as the member's row names it; else the regime's own unit.
+    let unit = m.busiest_unit.as_ref().zip(m.busiest_pct).or(m.bound_unit.as_ref().zip(m.bound_pct));
+    match unit {
+        Some((u, p)) => format!("{} ({u} at {}% of peak)", m.regime, fmt_num(p)),
+        None => m.regime.clone(),
     }
 }
 
