@@ -13,6 +13,7 @@
 use super::members::Member;
 use super::names;
 use super::thresholds;
+use std::collections::HashMap;
 
 /// What holds a set together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -107,15 +108,24 @@ fn same_work(a: &Member, b: &Member) -> bool {
     close(a.work.flops, b.work.flops, thresholds().same_work_pct)
 }
 
-/// Connected groups of members with different kernel keys linked as versions (module docs).
+/// Connected groups of members with different kernel keys linked as versions (module docs). Only
+/// members with the same stem can link, so pairs are looked at within each stem's members, with
+/// the counts per file counted once: a batch of thousands of files stays near linear.
 fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
     let stems: Vec<String> = members.iter().map(|m| names::stem(&m.base())).collect();
-    let stem_count = |file: &std::path::Path, stem: &str| members.iter().zip(&stems).filter(|(m, s)| m.file == file && *s == stem).count();
-    let largest = |i: usize| {
-        let f = &members[i].file;
-        let top = members.iter().filter(|m| &m.file == f).filter_map(|m| m.file_share_pct).fold(0.0, f64::max);
-        members[i].file_share_pct.is_some_and(|s| s >= top)
-    };
+    let mut per_file_stem: HashMap<(&std::path::Path, &str), usize> = HashMap::new();
+    let mut file_top: HashMap<&std::path::Path, f64> = HashMap::new();
+    for (m, stem) in members.iter().zip(&stems) {
+        *per_file_stem.entry((m.file.as_path(), stem.as_str())).or_default() += 1;
+        let top = file_top.entry(m.file.as_path()).or_insert(0.0);
+        *top = top.max(m.file_share_pct.unwrap_or(0.0));
+    }
+    let alone_in_file = |i: usize| per_file_stem[&(members[i].file.as_path(), stems[i].as_str())] == 1;
+    let largest = |i: usize| members[i].file_share_pct.is_some_and(|s| s >= file_top[members[i].file.as_path()]);
+    let mut by_stem: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, stem) in stems.iter().enumerate().filter(|(_, stem)| stem.len() >= 3) {
+        by_stem.entry(stem.as_str()).or_default().push(i);
+    }
     let mut parent: Vec<usize> = (0..members.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -124,36 +134,34 @@ fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
         }
         i
     }
-    for i in 0..members.len() {
-        for j in i + 1..members.len() {
-            let (a, b) = (&members[i], &members[j]);
-            if keys[i] == keys[j] || stems[i] != stems[j] || stems[i].len() < 3 {
-                continue;
-            }
-            let linked = if a.file == b.file {
-                same_shape(a, b)
-            } else {
-                stem_count(&a.file, &stems[i]) == 1
-                    && stem_count(&b.file, &stems[j]) == 1
-                    && (same_shape(a, b) || same_work(a, b) || (largest(i) && largest(j)))
-            };
-            if linked {
-                let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
-                parent[ri] = rj;
+    for same_stem in by_stem.values() {
+        for (n, &i) in same_stem.iter().enumerate() {
+            for &j in &same_stem[n + 1..] {
+                let (a, b) = (&members[i], &members[j]);
+                if keys[i] == keys[j] {
+                    continue;
+                }
+                let linked = if a.file == b.file {
+                    same_shape(a, b)
+                } else {
+                    alone_in_file(i) && alone_in_file(j) && (same_shape(a, b) || same_work(a, b) || (largest(i) && largest(j)))
+                };
+                if linked {
+                    let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[ri] = rj;
+                }
             }
         }
     }
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut roots: Vec<usize> = Vec::new();
+    let mut group_of_root: HashMap<usize, usize> = HashMap::new();
     for i in 0..members.len() {
         let r = root(&mut parent, i);
-        match roots.iter().position(|&x| x == r) {
-            Some(p) => groups[p].push(i),
-            None => {
-                roots.push(r);
-                groups.push(vec![i]);
-            }
-        }
+        let g = *group_of_root.entry(r).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
     }
     groups.retain(|g| g.len() >= 2);
     groups
