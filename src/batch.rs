@@ -17,6 +17,7 @@
 use crate::analysis::FileError;
 use crate::profile::{Launch, Profile, SourceKind};
 use crate::report::explain::KernelGroup;
+use crate::sets::Member;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -51,7 +52,9 @@ impl LaunchSummary {
 /// What one file contributes (its profile is dropped once this is made); a file cut off mid-write
 /// gives its complete launches and the error.
 enum FileSummary {
-    Launches(SourceKind, Vec<LaunchSummary>, Option<String>),
+    /// The launches, the file's set members when asked for ([`crate::sets::members::of_profile`]),
+    /// and the error of a file cut off mid-write.
+    Launches(SourceKind, Vec<LaunchSummary>, Vec<Member>, Option<String>),
     Error(String),
 }
 
@@ -83,19 +86,21 @@ impl Budget {
     }
 }
 
-fn summarise(p: &std::path::Path, budget: &Budget) -> FileSummary {
+fn summarise(p: &std::path::Path, budget: &Budget, members: bool) -> FileSummary {
     let n = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     budget.acquire(n);
-    let s = summarise_now(p);
+    let s = summarise_now(p, members);
     budget.release(n);
     s
 }
 
-fn summarise_now(p: &std::path::Path) -> FileSummary {
+fn summarise_now(p: &std::path::Path, members: bool) -> FileSummary {
     // A file cut off mid-write keeps its complete launches, and its error is reported too.
     match crate::profile::salvage(crate::profile::read_path(p)) {
         (Some(prof), err) => {
-            FileSummary::Launches(prof.kind, prof.launches.iter().map(LaunchSummary::of).collect(), err.map(|e| e.to_string()))
+            let launches = prof.launches.iter().map(LaunchSummary::of).collect();
+            let members = if members { crate::sets::members::of_profile(&prof) } else { vec![] };
+            FileSummary::Launches(prof.kind, launches, members, err.map(|e| e.to_string()))
         }
         (None, err) => FileSummary::Error(err.map(|e| e.to_string()).unwrap_or_else(|| "unreadable".into())),
     }
@@ -222,7 +227,18 @@ fn thread_pool(jobs: usize) -> Option<rayon::ThreadPool> {
 /// The streaming first pass: reads `files` (a few at a time on `jobs` threads, 0 = all cores),
 /// keeps each one's launches in the table and drops its metrics. Bad files become errors; the
 /// others go on. A progress bar is drawn on stderr only when asked and stderr is a terminal.
-pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<FileError>) {
+/// What one pass over the files gives: the table, the files that could not be read, and (when
+/// asked for) every file's set members, reduced while the file was parsed, so the sets need no
+/// second pass.
+pub struct Scan {
+    pub table: BatchTable,
+    pub errors: Vec<FileError>,
+    pub members: Option<Vec<Member>>,
+}
+
+/// Reads `files` once, a few at a time (`jobs` threads, 0 = all cores), into the table; with
+/// `members`, each file's set members too.
+pub fn scan(files: &[PathBuf], jobs: usize, progress: bool, members: bool) -> Scan {
     let bar = progress_bar(files.len(), progress);
     let pool = thread_pool(jobs);
     let threads = pool.as_ref().map(|p| p.current_num_threads()).unwrap_or_else(rayon::current_num_threads);
@@ -230,12 +246,14 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
     let chunk = (threads * 4).max(1);
     let mut table = BatchTable::default();
     let mut errors = Vec::new();
+    let mut all_members = Vec::new();
+    let mut names = crate::sets::members::Interner::default();
     let budget = Budget::default();
     for part in files.chunks(chunk) {
         let run = || -> Vec<FileSummary> {
             part.par_iter()
                 .map(|p| {
-                    let s = summarise(p, &budget);
+                    let s = summarise(p, &budget, members);
                     if let Some(b) = &bar {
                         b.inc(1);
                     }
@@ -249,8 +267,10 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
         };
         for (p, s) in part.iter().zip(sums) {
             match s {
-                FileSummary::Launches(kind, launches, err) => {
+                FileSummary::Launches(kind, launches, mut file_members, err) => {
                     table.add(p.clone(), kind, launches);
+                    names.share(&mut file_members);
+                    all_members.extend(file_members);
                     if let Some(message) = err {
                         errors.push(FileError { path: p.clone(), message });
                     }
@@ -262,7 +282,7 @@ pub fn scan(files: &[PathBuf], jobs: usize, progress: bool) -> (BatchTable, Vec<
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    (table, errors)
+    Scan { table, errors, members: members.then_some(all_members) }
 }
 
 /// Parses every file whole, in parallel (`jobs` threads, 0 = all cores), for the commands that

@@ -81,19 +81,27 @@ pub fn create_private_file(path: &Path) -> io::Result<bool> {
 /// its mode (as `>` and `cp` onto it do). A path that is not a regular file (`/dev/null`, a pipe,
 /// a terminal) is written in place: renaming over it would replace the device with a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |out| out.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content streamed by `write` (a large JSON report is never held
+/// whole in memory): the file appears, complete, only when `write` succeeds.
+pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
     if fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut out = OpenOptions::new().write(true).open(path)?;
-        out.write_all(bytes)?;
+        let mut out = io::BufWriter::new(OpenOptions::new().write(true).open(path)?);
+        write(&mut out)?;
         return out.flush();
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp =
+    let tmp =
         tempfile::Builder::new().prefix(".keet-").suffix(".tmp").permissions(Permissions::from_mode(NEW_FILE_MODE)).tempfile_in(dir)?;
     if let Some(existing) = fs::metadata(path).ok().filter(|m| m.is_file()) {
         tmp.as_file().set_permissions(Permissions::from_mode(existing.permissions().mode() & 0o777))?;
     }
-    tmp.write_all(bytes)?;
-    tmp.flush()?;
+    let mut out = io::BufWriter::new(tmp);
+    write(&mut out)?;
+    out.flush()?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

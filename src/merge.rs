@@ -356,6 +356,6 @@ pub fn merge(paths: &[PathBuf], mopts: &MergeOptions) -> Result<(ExplainReport, 
         crate::llm::device::check_device(opts.run.engine.device.as_deref()).map_err(crate::explain::ExplainError::from)?;
     }
     let inputs = first.doc.inputs.clone();
-    let batch = Batch { inputs: &inputs, table, errors, model, known: &known, started: t0 };
+    let batch = Batch { inputs: &inputs, table, errors, members: None, model, known: &known, started: t0 };
     Ok(crate::explain::explain_table(batch, &opts)?)
 }

@@ -85,6 +85,15 @@ impl OutputArgs {
     pub fn write(&self, text: &str) -> anyhow::Result<()> {
         super::write_output(self.path(), text)
     }
+
+    /// Writes `data` as pretty JSON with a trailing newline (as [`crate::render::json`]),
+    /// streamed to the file or standard output.
+    pub fn write_json<T: serde::Serialize>(&self, data: &T) -> anyhow::Result<()> {
+        super::write_output_with(self.path(), |out| {
+            serde_json::to_writer_pretty(&mut *out, data).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")
+        })
+    }
 }
 
 /// Threads for reading the profiles and deriving facts.

@@ -1,5 +1,6 @@
 //! `keet bench batch`: files/s and peak memory of `keet explain --no-llm` over batches of
-//! different sizes, side by side. Each batch is a temporary directory of symlinks to the corpus
+//! different sizes, side by side, each batch with the sets found (the default) and without
+//! (`--no-sets`), the two in alternating order. Each batch is a temporary directory of symlinks to the corpus
 //! profiles (never copies), explained by a child keet process whose peak RSS comes from `wait4`.
 
 use anyhow::Context;
@@ -26,14 +27,17 @@ pub struct BatchBenchArgs {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BatchRun {
     pub files: usize,
+    /// Whether the child looked for sets (`--no-sets` when not).
+    pub sets: bool,
     pub seconds: f64,
     pub files_per_s: f64,
     pub peak_rss_mb: f64,
     pub exit_code: i32,
 }
 
-/// Runs `exe explain DIR --no-llm --no-cache` as a child and returns its time and peak RSS.
-pub fn run_child(exe: &Path, dir: &Path, jobs: usize, format: &str) -> anyhow::Result<(f64, f64, i32)> {
+/// Runs `exe explain DIR --no-llm --no-cache` (with `--no-sets` unless `sets`) as a child and
+/// returns its time and peak RSS.
+pub fn run_child(exe: &Path, dir: &Path, jobs: usize, format: &str, sets: bool) -> anyhow::Result<(f64, f64, i32)> {
     let out = dir.join("report.out");
     let t = Instant::now();
     let child = std::process::Command::new(exe)
@@ -41,6 +45,7 @@ pub fn run_child(exe: &Path, dir: &Path, jobs: usize, format: &str) -> anyhow::R
         .arg(dir.join("profiles"))
         .args(["--no-llm", "--no-cache", "--top", "20", "--jobs", &jobs.to_string(), "--format", format, "-o"])
         .arg(&out)
+        .args((!sets).then_some("--no-sets"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -89,19 +94,30 @@ pub fn run(a: BatchBenchArgs) -> anyhow::Result<i32> {
         profiles.len(),
         corpus.display()
     );
-    println!("{:>8}  {:>9}  {:>9}  {:>13}  {:>4}", "files", "seconds", "files/s", "peak RSS MiB", "exit");
+    println!("{:>8}  {:>5}  {:>9}  {:>9}  {:>13}  {:>4}", "files", "sets", "seconds", "files/s", "peak RSS MiB", "exit");
     let mut runs = Vec::new();
-    for &n in &a.sizes {
+    for (round, &n) in a.sizes.iter().enumerate() {
         let dir = tempfile::tempdir().context("creating a temporary directory")?;
         make_batch(dir.path(), &profiles, n)?;
-        let (secs, rss, code) = run_child(&exe, dir.path(), a.jobs, &a.format)?;
-        let run = BatchRun { files: n, seconds: secs, files_per_s: n as f64 / secs.max(1e-9), peak_rss_mb: rss, exit_code: code };
-        println!("{:>8}  {:>9.2}  {:>9.1}  {:>13.1}  {:>4}", run.files, run.seconds, run.files_per_s, run.peak_rss_mb, run.exit_code);
-        runs.push(run);
+        // Alternate which goes first, so neither always meets the colder page cache.
+        let order = if round % 2 == 0 { [true, false] } else { [false, true] };
+        for sets in order {
+            let (secs, rss, code) = run_child(&exe, dir.path(), a.jobs, &a.format, sets)?;
+            let run = BatchRun { files: n, sets, seconds: secs, files_per_s: n as f64 / secs.max(1e-9), peak_rss_mb: rss, exit_code: code };
+            let shown = if sets { "yes" } else { "no" };
+            println!(
+                "{:>8}  {:>5}  {:>9.2}  {:>9.1}  {:>13.1}  {:>4}",
+                run.files, shown, run.seconds, run.files_per_s, run.peak_rss_mb, run.exit_code
+            );
+            runs.push(run);
+        }
     }
-    if let (Some(first), Some(last)) = (runs.first(), runs.last()) {
-        if runs.len() > 1 {
-            println!("peak RSS {} files / {} files: {:.2}x", last.files, first.files, last.peak_rss_mb / first.peak_rss_mb.max(1e-9));
+    for sets in [true, false] {
+        let mine: Vec<&BatchRun> = runs.iter().filter(|r| r.sets == sets).collect();
+        if let [first, .., last] = mine.as_slice() {
+            let ratio = last.peak_rss_mb / first.peak_rss_mb.max(1e-9);
+            let with = if sets { "with sets" } else { "without sets" };
+            println!("peak RSS {} files / {} files, {with}: {ratio:.2}x", last.files, first.files);
         }
     }
     // Exit 2 from the child only means the corpus has files that are not profiles (reported).

@@ -145,6 +145,11 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
     if !a.verbose {
         report.hide_dropped_text();
     }
+    if counter.is_none() && format == Format::Json {
+        // Streamed: a batch's report (every set member of thousands of files) is never one string.
+        a.output.write_json(&report)?;
+        return finish(&a, &report, &stats);
+    }
     let out = match &counter {
         Some((max_tokens, count)) => {
             let budget = render::context::TokenBudget { max_tokens: *max_tokens, count: count.as_ref() };
@@ -160,8 +165,14 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<i32> {
         None => render::explain::render_explain(&report, format)?,
     };
     a.output.write(&out)?;
+    finish(&a, &report, &stats)
+}
+
+/// After the report is written: the run's statistics (`--stats`), the files' errors, and the
+/// exit code (2 when a file could not be read or no launch was found).
+fn finish(a: &ExplainArgs, report: &crate::report::explain::ExplainReport, stats: &explain::RunStats) -> anyhow::Result<i32> {
     if a.stats {
-        eprintln!("{}", serde_json::to_string(&stats).unwrap_or_default());
+        eprintln!("{}", serde_json::to_string(stats).unwrap_or_default());
     }
     for e in &report.errors {
         eprintln!("error: {}", e.message);

@@ -116,16 +116,24 @@ pub fn token_counter(model: Option<&str>) -> anyhow::Result<TokenCounter> {
 /// file gets the mode the umask gives, see [`crate::files::write_atomic`]), or to standard output
 /// when `path` is `None`.
 pub fn write_output(path: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
+    write_output_with(path, |out| out.write_all(text.as_bytes()))
+}
+
+/// [`write_output`] with the content streamed by `write` (never held whole in memory).
+pub fn write_output_with(
+    path: Option<&std::path::Path>,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     use std::io::Write;
     match path {
         None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match write(&mut out).and_then(|_| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 r => r.context("writing to standard output"),
             }
         }
-        Some(p) => crate::files::write_atomic(p, text.as_bytes()).with_context(|| format!("writing {}", p.display())),
+        Some(p) => crate::files::write_atomic_with(p, write).with_context(|| format!("writing {}", p.display())),
     }
 }

@@ -310,7 +310,7 @@ pub fn set_questions(set: &KernelSet, launches: &[&Launch], asked: &mut HashSet<
     let mut out: Vec<Draft> = Vec::new();
     out.extend(fastest(set, launches, rng));
     for (m, launch) in set.members.iter().zip(launches) {
-        if asked.insert((m.file.clone(), m.launch)) {
+        if asked.insert((m.file.to_path_buf(), m.launch)) {
             out.extend(bound(set, m, launch));
         }
     }
@@ -347,16 +347,16 @@ impl Loaded {
     }
 
     fn launch(&self, m: &Member) -> Option<&Launch> {
-        self.profiles.get(&m.file)?.launches.get(m.launch as usize)
+        self.profiles.get(&*m.file)?.launches.get(m.launch as usize)
     }
 
     /// The report's kernel the member is (same name and launch shape).
     fn kernel(&self, m: &Member) -> Option<(&ExplainReport, &KernelExplanation)> {
-        let report = self.reports.get(&m.file)?;
+        let report = self.reports.get(&*m.file)?;
         let k = report
             .kernels
             .iter()
-            .find(|k| k.analysis.name == m.kernel && k.analysis.block_size == m.block_size && k.analysis.grid_size == m.grid_size)?;
+            .find(|k| *k.analysis.name == *m.kernel && k.analysis.block_size == m.block_size && k.analysis.grid_size == m.grid_size)?;
         Some((report, k))
     }
 }
@@ -438,7 +438,7 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
     for (index, set) in sets.iter().enumerate() {
         for m in &set.members {
             if let Err(message) = loaded.load(&m.file, opts) {
-                out.errors.push(FileError { path: m.file.clone(), message });
+                out.errors.push(FileError { path: m.file.to_path_buf(), message });
             }
         }
         let Some(launches) = set.members.iter().map(|m| loaded.launch(m)).collect::<Option<Vec<&Launch>>>() else { continue };
@@ -448,14 +448,14 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         for (s, seed) in seeds.iter().enumerate() {
             let mut rng = StdRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9E37_79B9));
             for d in set_questions(set, &launches, &mut asked[s], &mut rng) {
-                drafts[s].push((d, set.members[0].file.clone(), set.name.clone(), context));
+                drafts[s].push((d, set.members[0].file.to_path_buf(), set.name.clone(), context));
                 any = true;
             }
         }
         if any {
             out.contexts.push(contexts);
-            out.sources.push(ContextSource { file: set.members[0].file.clone(), rank: None });
-            in_asked_set.extend(set.members.iter().map(|m| m.file.clone()));
+            out.sources.push(ContextSource { file: set.members[0].file.to_path_buf(), rank: None });
+            in_asked_set.extend(set.members.iter().map(|m| m.file.to_path_buf()));
         }
     }
     out.without_questions = files.iter().filter(|f| !in_asked_set.contains(*f)).cloned().collect();

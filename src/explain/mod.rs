@@ -136,7 +136,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(report::Exp
     if let Some([k, n]) = opts.settings.shard {
         files = files.into_iter().enumerate().filter(|(i, _)| i % n == k).map(|(_, f)| f).collect();
     }
-    let (table, errors) = crate::batch::scan(&files, opts.run.jobs, opts.run.progress);
+    let crate::batch::Scan { table, errors, members } = crate::batch::scan(&files, opts.run.jobs, opts.run.progress, opts.sets.is_some());
     // Identify the model without loading it (the cache key needs its hash).
     let model = if opts.settings.no_llm {
         ModelSource::None
@@ -147,7 +147,7 @@ pub fn explain(inputs: &[PathBuf], opts: &ExplainOptions) -> Result<(report::Exp
     };
     let settings = ReportSettings { prompt_templates_sha256: prompt::templates_sha256(), input_files, ..opts.settings.clone() };
     let opts = ExplainOptions { settings, ..opts.clone() };
-    explain_table(run::Batch { inputs, table, errors, model, known: &KnownFindings::new(), started: t0 }, &opts)
+    explain_table(run::Batch { inputs, table, errors, members, model, known: &KnownFindings::new(), started: t0 }, &opts)
 }
 
 /// Re-exported for the CLI: the kernels of one profile, analysed without the model.

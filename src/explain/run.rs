@@ -39,6 +39,8 @@ pub struct Batch<'a> {
     pub table: BatchTable,
     /// Files that could not be read.
     pub errors: Vec<FileError>,
+    /// Every file's set members, when the scan read them (`None`: the sets re-read the files).
+    pub members: Option<Vec<crate::sets::Member>>,
     pub model: ModelSource,
     /// Findings shards already made (`keet merge`); empty for `keet explain`.
     pub known: &'a KnownFindings,
@@ -83,7 +85,7 @@ struct Chosen {
 /// table's groups, re-reads the chosen representatives, explains them (`known` findings first,
 /// then the cache, then the model or the rule layer) and assembles the report.
 pub fn explain_table(batch: Batch<'_>, opts: &ExplainOptions) -> Result<(ExplainReport, RunStats), ExplainError> {
-    let Batch { inputs, mut table, errors, model, known, started } = batch;
+    let Batch { inputs, mut table, errors, members, model, known, started } = batch;
     let chosen = choose(&table, opts);
     let entries: Vec<usize> = chosen.kernels.iter().map(|k| k.0).collect();
     let reps = crate::batch::load_reps(&table, &entries).map_err(|e| ExplainError::Io(e.to_string()))?;
@@ -122,7 +124,7 @@ pub fn explain_table(batch: Batch<'_>, opts: &ExplainOptions) -> Result<(Explain
         prose_mode,
     });
     run.add_summary(&mut report)?;
-    super::set_summary::add_sets(&mut report, &mut run.model, run.cache.as_ref(), opts, &mut run.stats)?;
+    super::set_summary::add_sets(&mut report, members, &mut run.model, run.cache.as_ref(), opts, &mut run.stats)?;
     run.stats.total_s = started.elapsed().as_secs_f64();
     Ok((report, run.stats))
 }

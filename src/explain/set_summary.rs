@@ -45,13 +45,17 @@ pub fn find_sets(report: &ExplainReport, opts: &SetOptions) -> Vec<KernelSet> {
 /// model and prompts made the explanation before.
 pub(super) fn add_sets(
     report: &mut ExplainReport,
+    members: Option<Vec<crate::sets::Member>>,
     model: &mut ModelSlot,
     cache: Option<&Cache>,
     opts: &ExplainOptions,
     stats: &mut RunStats,
 ) -> Result<(), ExplainError> {
     let Some(set_opts) = &opts.sets else { return Ok(()) };
-    report.sets = find_sets(report, set_opts);
+    report.sets = match members {
+        Some(members) => crate::sets::sets_of(members, set_opts),
+        None => find_sets(report, set_opts),
+    };
     if model.sha.is_none() || !opts.summary {
         return Ok(());
     }
@@ -96,19 +100,28 @@ pub fn set_facts(set: &KernelSet) -> SummaryFacts {
     let mut diagnoses: Vec<(String, Vec<String>)> = Vec::new();
     for (i, m) in set.members.iter().enumerate() {
         let time = m.duration_ns.map(crate::format::duration).unwrap_or_else(|| "time not measured".into());
-        let bound = match (&m.bound_unit, m.bound_pct) {
-            (Some(unit), Some(pct)) => format!(" ({unit} at {} of peak)", prompt::fmt_value(pct, "%")),
-            _ => String::new(),
+        let bound = match m.shown_unit() {
+            Some((unit, pct)) => format!(" ({unit} at {} of peak)", prompt::fmt_value(pct, "%")),
+            None => String::new(),
         };
-        let primary = m.primary.as_deref().map(|p| format!("primary problem {p}")).unwrap_or_else(|| "no problem found".into());
+        let primary = m.primary.map(|p| format!("primary problem {p}")).unwrap_or_else(|| "no problem found".into());
         let end: Vec<&str> = ends.iter().filter(|(_, at)| *at == i).map(|(word, _)| *word).collect();
         let end = if end.is_empty() { String::new() } else { format!(" ({})", end.join(", ")) };
         let _ = writeln!(out, "- {}{end}: {time}; {}{bound}; {primary}.", m.value, m.regime);
-        let mut said = vec![m.regime.clone()];
+        let mut said = vec![m.regime.to_string()];
         if m.regime == "grid-bound" {
             said.push("grid-too-small".into());
         }
-        said.extend(m.bound_unit.as_deref().map(unit_claim));
+        // The regime's own unit; in a throughput-bound member also the busiest unit the line names
+        // (a latency-bound member is bound by no unit, however busy).
+        let throughput_bound = matches!(m.regime, "memory-bound" | "compute-bound");
+        let busiest = m.shown_unit().map(|u| u.0).filter(|_| throughput_bound);
+        for unit in m.bound_unit.into_iter().chain(busiest) {
+            let claim = unit_claim(unit);
+            if !said.contains(&claim) {
+                said.push(claim);
+            }
+        }
         diagnoses.push((m.value.clone(), said));
     }
     for f in set.findings.iter().filter(|f| FACT_FINDINGS.contains(&f.kind.as_str())) {
@@ -118,7 +131,7 @@ pub fn set_facts(set: &KernelSet) -> SummaryFacts {
         let _ = writeln!(out, "{line}");
     }
     let pair_facts = pair_facts(set, &ends);
-    let names: Vec<&str> = set.members.iter().map(|m| m.kernel.as_str()).collect();
+    let names: Vec<&str> = set.members.iter().map(|m| &*m.kernel).collect();
     let superlatives = ends.iter().map(|(word, at)| (word.to_string(), set.members[*at].value.clone())).collect();
     SummaryFacts::new(out, &names.join(" "), set.summary.clone(), diagnoses, claim_phrases())
         .with_unnamed_claims_held()

@@ -27,7 +27,7 @@ pub fn set_context(set: &KernelSet) -> String {
     out.push('\n');
     if let Some(f) = &set.fastest {
         let time = f.duration_ns.map(crate::format::duration).unwrap_or_else(|| "?".into());
-        let per_thread = set.members.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value).and_then(|m| {
+        let per_thread = set.members.iter().find(|m| *m.file == *f.file && *m.kernel == *f.kernel && m.value == f.value).and_then(|m| {
             let threads = m.threads().filter(|t| *t > 0.0)?;
             Some(format!(", {} ns per thread", fmt_num(m.duration_ns? / threads)))
         });
@@ -47,11 +47,11 @@ pub fn set_context(set: &KernelSet) -> String {
 fn member_row(number: usize, m: &Member) -> String {
     let file = m.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let time = m.duration_ns.map(crate::format::duration).unwrap_or_else(|| "?".into());
-    let unit = match (m.busiest_unit.as_ref().zip(m.busiest_pct), m.bound_unit.as_ref().zip(m.bound_pct)) {
-        (Some((u, p)), _) | (None, Some((u, p))) => format!("{u} {}%", fmt_num(p)),
-        (None, None) => "not measured".into(),
+    let unit = match m.shown_unit() {
+        Some((u, p)) => format!("{u} {}%", fmt_num(p)),
+        None => "not measured".into(),
     };
-    let primary = m.primary.clone().unwrap_or_else(|| "none found".into());
+    let primary = m.primary.unwrap_or("none found");
     format!("| {number} | {} | {file} | {time} | {} | {unit} | {primary} |\n", m.value, m.regime)
 }
 

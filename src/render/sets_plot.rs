@@ -1,5 +1,5 @@
 //! A small inline SVG per set for the HTML report: each member's time (bars, left axis) and its
-//! bounding unit's % of peak (line, right axis, 0-100%) against the varying value, in set order.
+//! busiest unit's % of peak (line, right axis, 0-100%; the unit its table row names) against the varying value, in set order.
 
 use crate::sets::KernelSet;
 
@@ -28,7 +28,7 @@ pub fn svg(set: &KernelSet) -> Option<String> {
     let y_time = |ns: f64| TOP + plot_h * (1.0 - ns / max_ns);
     let y_pct = |p: f64| TOP + plot_h * (1.0 - p.clamp(0.0, 100.0) / 100.0);
     let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"time and bounding unit % per member\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"time and busiest unit % per member\">"
     );
     out += &format!("<line x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>", TOP + plot_h, LEFT + plot_w, TOP + plot_h);
     out += &format!("<text x=\"4\" y=\"{}\" font-size=\"11\">{}</text>", TOP + 10.0, escape(&crate::format::duration(max_ns)));
@@ -49,9 +49,8 @@ pub fn svg(set: &KernelSet) -> Option<String> {
                 escape(&crate::format::duration(ns))
             );
         }
-        if let Some(p) = m.bound_pct {
+        if let Some((unit, p)) = m.shown_unit() {
             line.push(format!("{:.1},{:.1}", x_of(i), y_pct(p)));
-            let unit = m.bound_unit.as_deref().unwrap_or("unit");
             out += &format!(
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#c0392b\"><title>{} {}%</title></circle>",
                 x_of(i),
@@ -73,7 +72,7 @@ pub fn svg(set: &KernelSet) -> Option<String> {
         out += &format!("<polyline points=\"{}\" fill=\"none\" stroke=\"#c0392b\" stroke-width=\"1.5\"/>", line.join(" "));
     }
     out += &format!(
-        "<text x=\"{LEFT}\" y=\"{}\" font-size=\"11\">bars: time; red: bounding unit's % of peak; x: {}</text></svg>",
+        "<text x=\"{LEFT}\" y=\"{}\" font-size=\"11\">bars: time; red: busiest unit's % of peak (hover: which unit); x: {}</text></svg>",
         HEIGHT - 8.0,
         escape(&set.varies.join(", "))
     );

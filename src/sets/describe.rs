@@ -33,16 +33,27 @@ pub fn describe(kind: SetKind, members: Vec<Member>, vary_keys: &[String]) -> Ke
     let values: Vec<String> = (0..members.len()).map(|i| value_of(&view, i, &varies)).collect();
     let (order, how) = order_of(&view, &values, &varies);
     let file_values: Vec<String> = order.iter().map(|&i| view.file_values[i].clone()).collect();
-    let mut ordered: Vec<Member> = order.iter().map(|&i| members[i].clone()).collect();
-    for (m, &i) in ordered.iter_mut().zip(&order) {
-        m.value = values[i].clone();
-    }
-    let name = match kind {
-        SetKind::Kernel => ordered[0].base(),
-        SetKind::Versions => names::series_name(&ordered.iter().map(Member::base).collect::<Vec<_>>()),
+    let (marks, folded) = (view.marks, view.folded);
+    let mut slots: Vec<Option<Member>> = members.into_iter().map(Some).collect();
+    let mut values: Vec<Option<String>> = values.into_iter().map(Some).collect();
+    let ordered: Vec<Member> = order
+        .iter()
+        .map(|&i| {
+            let mut m = slots[i].take().expect("the order names each member once");
+            m.value = values[i].take().unwrap_or_default();
+            m
+        })
+        .collect();
+    let mut set = {
+        let view = View::ordered(kind, &ordered, file_values, marks, folded, vary_keys);
+        let name = match kind {
+            SetKind::Kernel => view.bases[0].clone(),
+            SetKind::Versions => names::series_name(&view.bases),
+        };
+        findings::set_of(&view, name, varies, how)
     };
-    let view = View { kind, members: &ordered, file_values, marks: view.marks, folded: view.folded, vary_keys };
-    findings::set_of(&view, name, varies, how)
+    set.members = ordered;
+    set
 }
 
 fn dims(d: Option<[u64; 3]>) -> String {
@@ -61,7 +72,7 @@ fn value_of(view: &View, i: usize, varies: &[String]) -> String {
     let parts: Vec<String> = varies
         .iter()
         .map(|f| match f.as_str() {
-            "gpu" => m.gpu.clone().unwrap_or_else(|| "?".into()),
+            "gpu" => m.gpu.as_deref().unwrap_or("?").to_string(),
             "version" | "library configuration" if view.kind == SetKind::Versions => m.base(),
             "version" | "run" => view.file_values[i].clone(),
             "template parameters" => format!("<{}>", names::parse(&m.kernel).template_args.unwrap_or_default().join(", ")),

@@ -17,14 +17,34 @@ pub struct View<'a> {
     /// differ in the version and in whatever else differs between their launches.
     pub folded: bool,
     pub vary_keys: &'a [String],
+    /// Each member's base name and template arguments, parsed once (a set of thousands of members
+    /// compares every pair).
+    pub bases: Vec<String>,
+    pub template_args: Vec<Option<Vec<String>>>,
 }
 
 impl<'a> View<'a> {
     pub fn new(kind: SetKind, members: &'a [Member], vary_keys: &'a [String]) -> View<'a> {
         let stems: Vec<String> = members.iter().map(|m| names::file_stem(&m.file)).collect();
         let marks = stems.iter().any(|s| version_mark().is_match(s));
-        let folded = kind == SetKind::Versions && members.iter().any(|a| members.iter().any(|b| a.file != b.file && a.base() == b.base()));
-        View { kind, members, file_values: names::differing_parts(&stems), marks, folded, vary_keys }
+        let mut view = View::ordered(kind, members, names::differing_parts(&stems), marks, false, vary_keys);
+        view.folded = kind == SetKind::Versions && folds(members, &view.bases);
+        view
+    }
+
+    /// The view of members already ordered, with their file values in that order.
+    pub fn ordered(
+        kind: SetKind,
+        members: &'a [Member],
+        file_values: Vec<String>,
+        marks: bool,
+        folded: bool,
+        vary_keys: &'a [String],
+    ) -> View<'a> {
+        let parsed: Vec<names::KernelName> = members.iter().map(|m| names::parse(&m.kernel)).collect();
+        let template_args = parsed.iter().map(|p| p.template_args.clone()).collect();
+        let bases = parsed.into_iter().map(|p| p.base).collect();
+        View { kind, members, file_values, marks, folded, vary_keys, bases, template_args }
     }
 
     /// What differs between members `i` and `j` (module docs).
@@ -35,11 +55,11 @@ impl<'a> View<'a> {
             out.push("gpu".into());
         }
         let keys: Vec<&String> = self.vary_keys.iter().filter(|k| a.path_values.get(*k) != b.path_values.get(*k)).collect();
-        let (ta, tb) = (names::parse(&a.kernel).template_args, names::parse(&b.kernel).template_args);
+        let (ta, tb) = (&self.template_args[i], &self.template_args[j]);
         let arity = |t: &Option<Vec<String>>| t.as_ref().map(Vec::len);
         let version = match self.kind {
-            SetKind::Versions => a.base() != b.base(),
-            SetKind::Kernel => (self.marks && a.file != b.file && self.file_values[i] != self.file_values[j]) || arity(&ta) != arity(&tb),
+            SetKind::Versions => self.bases[i] != self.bases[j],
+            SetKind::Kernel => (self.marks && a.file != b.file && self.file_values[i] != self.file_values[j]) || arity(ta) != arity(tb),
         };
         if version && self.kind == SetKind::Versions && a.library.is_some() && b.library.is_some() {
             // Two kernels a library chose (cuBLAS's split-K and non-split-K variants, say): the
@@ -67,4 +87,16 @@ impl<'a> View<'a> {
         }
         out
     }
+}
+
+/// Some base name occurs in two files: a version series whose versions repeat across files.
+fn folds(members: &[Member], bases: &[String]) -> bool {
+    let mut files_of: std::collections::HashMap<&str, &std::path::Path> = std::collections::HashMap::new();
+    members.iter().zip(bases).any(|(m, base)| match files_of.get(base.as_str()) {
+        Some(file) => *file != &*m.file,
+        None => {
+            files_of.insert(base, &m.file);
+            false
+        }
+    })
 }

@@ -11,7 +11,8 @@ use crate::facts::FactKey;
 use crate::format::duration;
 use crate::rules::fmt_num;
 
-/// The described set with everything it shows.
+/// The described set with everything it shows; its `members` are left empty for the caller to
+/// move the view's members into (a set of thousands of members is not copied).
 pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> KernelSet {
     let ms = view.members;
     let (compared, left_out) = shared_facts(ms);
@@ -63,7 +64,7 @@ pub fn set_of(view: &View, name: String, varies: Vec<String>, order: String) -> 
         name,
         varies,
         order,
-        members: ms.to_vec(),
+        members: Vec::new(),
         fastest,
         summary,
         summary_by: crate::report::writer::Writer::Expert,
@@ -85,11 +86,11 @@ fn short(m: &Member) -> String {
 fn shared_facts(ms: &[Member]) -> (Vec<FactKey>, Vec<FactKey>) {
     let mut compared = Vec::new();
     let mut left = Vec::new();
-    let mut keys: Vec<FactKey> = ms.iter().flat_map(|m| m.facts.keys().copied()).collect();
+    let mut keys: Vec<FactKey> = ms.iter().flat_map(|m| m.facts.iter().map(|f| f.key)).collect();
     keys.sort();
     keys.dedup();
     for k in keys {
-        if ms.iter().all(|m| m.facts.contains_key(&k)) {
+        if ms.iter().all(|m| m.fact(k).is_some()) {
             compared.push(k);
         } else {
             left.push(k);
@@ -123,8 +124,8 @@ fn fastest(ms: &[Member], per_thread: bool) -> Option<MemberRef> {
     let cost = |m: &Member| cost(m, per_thread);
     let best = ms.iter().filter(|m| cost(m).is_some()).min_by(|a, b| cost(a).unwrap_or(0.0).total_cmp(&cost(b).unwrap_or(0.0)))?;
     Some(MemberRef {
-        file: best.file.clone(),
-        kernel: best.kernel.clone(),
+        file: best.file.to_path_buf(),
+        kernel: best.kernel.to_string(),
         value: best.value.clone(),
         duration_ns: best.duration_ns,
         by: if per_thread { "time per thread".into() } else { "time".into() },
@@ -135,11 +136,9 @@ fn bound_of(m: &Member) -> String {
     if m.regime == "unknown" {
         return "regime unknown".into();
     }
-    // The busiest of DRAM, L2, L1/TEX and SM, as the member's row names it; else the regime's own unit.
-    let unit = m.busiest_unit.as_ref().zip(m.busiest_pct).or(m.bound_unit.as_ref().zip(m.bound_pct));
-    match unit {
+    match m.shown_unit() {
         Some((u, p)) => format!("{} ({u} at {}% of peak)", m.regime, fmt_num(p)),
-        None => m.regime.clone(),
+        None => m.regime.to_string(),
     }
 }
 
@@ -162,11 +161,11 @@ pub fn differing(a: &Member, b: &Member, keys: &[FactKey], n: usize) -> Vec<(Str
         if !keys.contains(key) {
             continue;
         }
-        let (Some(&x), Some(&y)) = (a.facts.get(key), b.facts.get(key)) else { continue };
-        let (label, unit) = a.labels.get(key).cloned().unwrap_or_else(|| (key.to_string(), String::new()));
-        let Some(score) = change_score(x, y, &unit) else { continue };
-        let label = mid_sentence(&label);
-        let text = format!("{label} {} -> {}", with_unit(x, &unit), with_unit(y, &unit));
+        let (Some(fa), Some(fb)) = (a.fact(*key), b.fact(*key)) else { continue };
+        let (x, y, unit) = (fa.value, fb.value, fa.form.unit);
+        let Some(score) = change_score(x, y, unit) else { continue };
+        let label = mid_sentence(fa.form.label);
+        let text = format!("{label} {} -> {}", with_unit(x, unit), with_unit(y, unit));
         scored.push((score, rank, (label, text)));
     }
     scored.sort_by(|p, q| q.0.total_cmp(&p.0).then(p.1.cmp(&q.1)));
@@ -238,7 +237,7 @@ fn fastest_text(ms: &[Member], f: &MemberRef, compared: &[FactKey], per_thread: 
     };
     let shown = |m: &Member| if per_thread { format!("{} ns per thread", fmt_num(cost(m))) } else { duration(cost(m)) };
     let timed: Vec<&Member> = ms.iter().filter(|m| m.duration_ns.is_some() && (!per_thread || m.threads().is_some())).collect();
-    let best = timed.iter().find(|m| m.file == f.file && m.kernel == f.kernel && m.value == f.value);
+    let best = timed.iter().find(|m| *m.file == *f.file && *m.kernel == *f.kernel && m.value == f.value);
     let slowest = timed.iter().max_by(|a, b| cost(a).total_cmp(&cost(b)));
     let (Some(best), Some(slow)) = (best, slowest) else { return String::new() };
     let (bc, sc) = (cost(best), cost(slow));
@@ -284,7 +283,7 @@ fn regimes_text(ms: &[Member]) -> String {
     for m in ms {
         match counts.iter_mut().find(|c| c.0 == m.regime) {
             Some(c) => c.1 += 1,
-            None => counts.push((m.regime.clone(), 1)),
+            None => counts.push((m.regime.to_string(), 1)),
         }
     }
     if counts.len() == 1 {
@@ -318,10 +317,10 @@ fn untold(ms: &[Member]) -> Option<String> {
         1 => format!("The regime of {} cannot be told", unknown[0].value),
         n => format!("The regimes of {n} members cannot be told"),
     };
-    let mut files: Vec<&std::path::Path> = unknown.iter().map(|m| m.file.as_path()).collect();
+    let mut files: Vec<&std::path::Path> = unknown.iter().map(|m| &*m.file).collect();
     files.dedup();
     let profiles = if files.len() == 1 { "the profile has" } else { "the profiles have" };
-    Some(match unknown.iter().find_map(|m| m.regime_missing.as_ref()) {
+    Some(match unknown.iter().find_map(|m| m.regime_missing.as_deref()) {
         Some((what, option)) => format!("{subject}: {profiles} no {what} metrics (collect them with {option})."),
         None => format!("{subject}."),
     })
@@ -334,7 +333,17 @@ fn neighbours(view: &View) -> Vec<(usize, usize)> {
     if !view.folded {
         return (1..ms.len()).map(|i| (i - 1, i)).collect();
     }
-    (0..ms.len()).filter_map(|i| (i + 1..ms.len()).find(|&j| ms[j].base() == ms[i].base()).map(|j| (i, j))).collect()
+    let bases = &view.bases;
+    // Each member's next member of the same version, found from the end in one pass.
+    let mut next_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for i in (0..ms.len()).rev() {
+        if let Some(j) = next_of.insert(bases[i].as_str(), i) {
+            out.push((i, j));
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// Where the regime or the primary problem differs from the member before (its neighbour in the
@@ -353,7 +362,7 @@ fn changes(ms: &[Member], neighbours: &[(usize, usize)]) -> Vec<Change> {
             });
         }
         if a.primary != b.primary {
-            let name = |p: &Option<String>| p.clone().unwrap_or_else(|| "none".into());
+            let name = |p: &Option<&str>| p.unwrap_or("none").to_string();
             out.push(Change {
                 what: "primary problem".into(),
                 from_value: a.value.clone(),
@@ -370,21 +379,35 @@ fn changes(ms: &[Member], neighbours: &[(usize, usize)]) -> Vec<Change> {
 /// version x file set also the versions in each file).
 fn pairs(view: &View, neighbours: &[(usize, usize)]) -> Vec<Pair> {
     let n = view.members.len();
-    let all = n <= thresholds().all_pairs_up_to;
-    let mut out = Vec::new();
-    for i in 0..n {
-        for j in i + 1..n {
-            let same_file = view.folded && view.members[i].file == view.members[j].file;
-            if !all && !neighbours.contains(&(i, j)) && !same_file {
-                continue;
-            }
+    let candidates: Vec<(usize, usize)> = if n <= thresholds().all_pairs_up_to {
+        (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).collect()
+    } else {
+        let mut c = neighbours.to_vec();
+        if view.folded {
+            c.extend(same_file_pairs(view.members));
+        }
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    candidates
+        .into_iter()
+        .map(|(i, j)| {
             let differs = view.differences(i, j);
             let (a, b) = (&view.members[i], &view.members[j]);
             let time_ratio = a.duration_ns.zip(b.duration_ns).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
-            out.push(Pair { a: i + 1, b: j + 1, used: differs.len() == 1, differs, time_ratio });
-        }
+            Pair { a: i + 1, b: j + 1, used: differs.len() == 1, differs, time_ratio }
+        })
+        .collect()
+}
+
+/// Every pair (i < j) of members from the same file.
+fn same_file_pairs(ms: &[Member]) -> Vec<(usize, usize)> {
+    let mut by_file: std::collections::HashMap<&std::path::Path, Vec<usize>> = std::collections::HashMap::new();
+    for (i, m) in ms.iter().enumerate() {
+        by_file.entry(&*m.file).or_default().push(i);
     }
-    out
+    by_file.values().flat_map(|idx| idx.iter().enumerate().flat_map(move |(k, &i)| idx[k + 1..].iter().map(move |&j| (i, j)))).collect()
 }
 
 fn pairs_text(pairs: &[Pair]) -> String {
@@ -531,12 +554,18 @@ mod tests {
     use super::*;
     use crate::sets::group::tests::member;
 
-    fn with_facts(kernel: &str, facts: &[(FactKey, f64, &str, &str)]) -> Member {
+    fn with_facts(kernel: &str, facts: &[(FactKey, f64, &'static str, &'static str)]) -> Member {
         let mut m = member("a.ncu-rep", kernel, 1024, 1, 10.0);
-        for (key, value, label, unit) in facts {
-            m.facts.insert(*key, *value);
-            m.labels.insert(*key, (label.to_string(), unit.to_string()));
-        }
+        m.set_facts(
+            facts
+                .iter()
+                .map(|&(key, value, label, unit)| crate::sets::members::SetFact {
+                    key,
+                    value,
+                    form: crate::sets::members::FactForm::of(label, unit),
+                })
+                .collect(),
+        );
         m
     }
 

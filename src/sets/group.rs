@@ -28,18 +28,17 @@ pub enum SetKind {
 /// The sets among `members`, as member indices: first every kernel set, then every version series.
 pub fn sets(members: &[Member], key: Option<&regex::Regex>) -> Vec<(SetKind, Vec<usize>)> {
     let keys: Vec<String> = members.iter().map(|m| kernel_key(&m.kernel, key)).collect();
-    let mut out = Vec::new();
-    let mut seen: Vec<&String> = Vec::new();
-    for k in &keys {
-        if seen.contains(&k) {
-            continue;
-        }
-        seen.push(k);
-        let idx: Vec<usize> = (0..members.len()).filter(|&i| &keys[i] == k).collect();
-        if idx.len() >= 2 {
-            out.push((SetKind::Kernel, idx));
-        }
+    // Each key's members, keys in the order first seen.
+    let mut slot_of: HashMap<&str, usize> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let slot = *slot_of.entry(k.as_str()).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[slot].push(i);
     }
+    let mut out: Vec<(SetKind, Vec<usize>)> = groups.into_iter().filter(|idx| idx.len() >= 2).map(|idx| (SetKind::Kernel, idx)).collect();
     out.extend(fold(members, version_series(members, &keys)).into_iter().map(|v| (SetKind::Versions, v)));
     out
 }
@@ -116,12 +115,12 @@ fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
     let mut per_file_stem: HashMap<(&std::path::Path, &str), usize> = HashMap::new();
     let mut file_top: HashMap<&std::path::Path, f64> = HashMap::new();
     for (m, stem) in members.iter().zip(&stems) {
-        *per_file_stem.entry((m.file.as_path(), stem.as_str())).or_default() += 1;
-        let top = file_top.entry(m.file.as_path()).or_insert(0.0);
+        *per_file_stem.entry((&*m.file, stem.as_str())).or_default() += 1;
+        let top = file_top.entry(&*m.file).or_insert(0.0);
         *top = top.max(m.file_share_pct.unwrap_or(0.0));
     }
-    let alone_in_file = |i: usize| per_file_stem[&(members[i].file.as_path(), stems[i].as_str())] == 1;
-    let largest = |i: usize| members[i].file_share_pct.is_some_and(|s| s >= file_top[members[i].file.as_path()]);
+    let alone_in_file = |i: usize| per_file_stem[&(&*members[i].file, stems[i].as_str())] == 1;
+    let largest = |i: usize| members[i].file_share_pct.is_some_and(|s| s >= file_top[&*members[i].file]);
     let mut by_stem: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, stem) in stems.iter().enumerate().filter(|(_, stem)| stem.len() >= 3) {
         by_stem.entry(stem.as_str()).or_default().push(i);
@@ -230,12 +229,11 @@ fn role_reasons(b: &Role, a: &Role, both_largest: bool) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     /// A synthetic member: file, kernel name, block, grid, share of its file.
     pub(crate) fn member(file: &str, kernel: &str, block: u64, grid: u64, share: f64) -> Member {
         Member {
-            file: PathBuf::from(file),
+            file: std::path::Path::new(file).into(),
             kernel: kernel.into(),
             launch: 0,
             launches: 1,
@@ -245,10 +243,10 @@ pub(crate) mod tests {
             block_size: Some([block, 1, 1]),
             grid_size: Some([grid, 1, 1]),
             duration_ns: Some(1000.0),
-            regime: "latency-bound".into(),
-            bound_unit: Some("SM".into()),
+            regime: "latency-bound",
+            bound_unit: Some("SM"),
             bound_pct: Some(30.0),
-            busiest_unit: Some("SM".into()),
+            busiest_unit: Some("SM"),
             busiest_pct: Some(30.0),
             regime_missing: None,
             primary: None,
@@ -257,7 +255,6 @@ pub(crate) mod tests {
             file_share_pct: Some(share),
             path_values: Default::default(),
             facts: Default::default(),
-            labels: Default::default(),
         }
     }
 

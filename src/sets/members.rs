@@ -9,6 +9,7 @@ use crate::profile::{Launch, Profile, SourceKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a member's launch does: the work counts the profile has.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -24,15 +25,17 @@ pub struct Work {
 /// One member of a set: a kernel at one launch shape in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Member {
-    pub file: PathBuf,
-    pub kernel: String,
+    /// Shared by the file's members.
+    pub file: Arc<Path>,
+    /// Shared by every member of the same name in a scan ([`Interner`]).
+    pub kernel: Arc<str>,
     /// Position (in its file) of the launch analysed: the median of the member's launches by time.
     pub launch: u32,
     /// How many launches of this kernel and shape the file holds.
     pub launches: usize,
     /// The member's value of what varies in its set (filled when the set is described).
     pub value: String,
-    pub gpu: Option<String>,
+    pub gpu: Option<Arc<str>>,
     /// The library or generator whose kernel this is ("cuBLAS", "CUTLASS", ...), when recognised:
     /// its versions are the library's configurations, not steps of the user's code.
     pub library: Option<String>,
@@ -40,24 +43,24 @@ pub struct Member {
     pub grid_size: Option<[u64; 3]>,
     /// The median launch's duration.
     pub duration_ns: Option<f64>,
-    pub regime: String,
+    pub regime: &'static str,
     /// The unit the regime names (SM, DRAM, L2, L1/TEX, or ncu's combined memory throughput) and
     /// its % of peak.
-    pub bound_unit: Option<String>,
+    pub bound_unit: Option<&'static str>,
     pub bound_pct: Option<f64>,
     /// The busiest of the four units (DRAM, L2, L1/TEX, SM) by their own % of peak, as the
     /// single-profile bound-unit rule reads them ([`busiest_unit`]); `None` when none is measured.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub busiest_unit: Option<String>,
+    pub busiest_unit: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busiest_pct: Option<f64>,
     /// When the regime cannot be told: what the profile lacks for it and the ncu option that
     /// collects it (the diagnosis's missing section), e.g. ("speed of light (SM and memory
     /// throughput)", "--section SpeedOfLight").
     #[serde(skip)]
-    pub regime_missing: Option<(String, String)>,
+    pub regime_missing: Option<Box<(String, String)>>,
     /// The primary problem (the first rule finding's category) and its estimate, % of the time.
-    pub primary: Option<String>,
+    pub primary: Option<&'static str>,
     pub primary_estimate_pct: Option<f64>,
     pub work: Work,
     /// The member's share of its file's profiled time, percent.
@@ -65,12 +68,38 @@ pub struct Member {
     /// Values of `--vary` keys read from the file path.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub path_values: BTreeMap<String, String>,
-    /// Fact values by key (what members are compared on).
+    /// The facts members are compared on (`compared_facts` in `expert/sets.toml`) that this
+    /// member's profile has, by key. Only those: a set of thousands of members keeps a few hundred
+    /// bytes of facts each.
+    /// Sorted by key ([`Member::fact`]).
     #[serde(skip)]
-    pub facts: BTreeMap<FactKey, f64>,
-    /// Labels and units of the facts, by key.
-    #[serde(skip)]
-    pub labels: BTreeMap<FactKey, (String, String)>,
+    pub facts: Box<[SetFact]>,
+}
+
+/// One compared fact of a member: its value, with the label and unit its line is written with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SetFact {
+    pub key: FactKey,
+    pub value: f64,
+    pub form: &'static FactForm,
+}
+
+/// A fact's label and unit, interned ([`FactForm::of`]): the few dozen there are are shared by
+/// every member instead of stored in each.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FactForm {
+    pub label: &'static str,
+    pub unit: &'static str,
+}
+
+impl FactForm {
+    /// The one interned form with this label and unit.
+    pub fn of(label: &'static str, unit: &'static str) -> &'static FactForm {
+        type Forms = std::sync::Mutex<std::collections::HashMap<(&'static str, &'static str), &'static FactForm>>;
+        static FORMS: std::sync::OnceLock<Forms> = std::sync::OnceLock::new();
+        let mut forms = FORMS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        forms.entry((label, unit)).or_insert_with(|| Box::leak(Box::new(FactForm { label, unit })))
+    }
 }
 
 impl Member {
@@ -79,9 +108,53 @@ impl Member {
         self.work.threads
     }
 
+    /// The unit the member's row, its regime sentence and its plot point name, with its % of
+    /// peak: the busiest of DRAM, L2, L1/TEX and the SM, else the regime's own unit (ncu's
+    /// combined memory throughput, when no unit's own % is measured).
+    pub fn shown_unit(&self) -> Option<(&'static str, f64)> {
+        self.busiest_unit.zip(self.busiest_pct).or(self.bound_unit.zip(self.bound_pct))
+    }
+
+    /// The compared fact `key`, when the member's profile has it.
+    pub fn fact(&self, key: FactKey) -> Option<&SetFact> {
+        self.facts.binary_search_by(|f| f.key.cmp(&key)).ok().map(|i| &self.facts[i])
+    }
+
+    /// Sets the member's compared facts (any order).
+    pub fn set_facts(&mut self, mut facts: Vec<SetFact>) {
+        facts.sort_by_key(|f| f.key);
+        facts.dedup_by_key(|f| f.key);
+        self.facts = facts.into_boxed_slice();
+    }
+
     /// The kernel's base name (no template arguments or parameters).
     pub fn base(&self) -> String {
         names::parse(&self.kernel).base
+    }
+}
+
+/// The kernel and GPU names of the members read so far, so that the members of one kernel across
+/// thousands of files hold one copy of its name (a templated kernel's name runs to hundreds of bytes).
+#[derive(Default)]
+pub struct Interner(std::collections::HashSet<Arc<str>>);
+
+impl Interner {
+    /// Points the members' names at the copies already held (keeping the first of each).
+    pub fn share(&mut self, members: &mut [Member]) {
+        for m in members {
+            m.kernel = self.one(&m.kernel);
+            m.gpu = m.gpu.as_ref().map(|g| self.one(g));
+        }
+    }
+
+    fn one(&mut self, name: &Arc<str>) -> Arc<str> {
+        match self.0.get(name) {
+            Some(held) => Arc::clone(held),
+            None => {
+                self.0.insert(Arc::clone(name));
+                Arc::clone(name)
+            }
+        }
     }
 }
 
@@ -107,7 +180,9 @@ pub fn read(files: &[PathBuf], jobs: usize) -> (Vec<Member>, Vec<Broken>) {
     };
     let mut members = Vec::new();
     let mut broken = Vec::new();
-    for (m, b) in results {
+    let mut names = Interner::default();
+    for (mut m, b) in results {
+        names.share(&mut m);
         members.extend(m);
         broken.extend(b);
     }
@@ -135,6 +210,7 @@ pub fn of_profile(p: &Profile) -> Vec<Member> {
     // A launch without a time (an empty record) cannot be compared: it is no member.
     slots.retain(|s| s.3.iter().any(|&i| crate::facts::derive_duration(&p.launches[i]).is_some()));
     let file_ns: f64 = p.launches.iter().filter_map(crate::facts::derive_duration).sum();
+    let file: Arc<Path> = Arc::from(p.path.as_path());
     slots
         .into_iter()
         .map(|(_, _, _, launches)| {
@@ -142,7 +218,7 @@ pub fn of_profile(p: &Profile) -> Vec<Member> {
             let share = (file_ns > 0.0).then(|| 100.0 * slot_ns / file_ns);
             let median = median_launch(&p.launches, &launches);
             let la = analysis::analyse_launch_in(&p.launches[median], share);
-            member_of(&p.path, median, launches.len(), &la, share)
+            member_of(&file, median, launches.len(), &la, share)
         })
         .collect()
 }
@@ -158,7 +234,7 @@ fn median_launch(launches: &[Launch], indices: &[usize]) -> usize {
     timed[(timed.len() - 1) / 2].1
 }
 
-fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, share: Option<f64>) -> Member {
+fn member_of(file: &Arc<Path>, index: usize, launches: usize, la: &LaunchAnalysis, share: Option<f64>) -> Member {
     let bound = la.facts.bound.as_ref();
     let value = |f: &Option<crate::facts::Fact>| f.as_ref().map(|f| f.value);
     let roof = &la.facts.roofline;
@@ -171,27 +247,30 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
     let busiest = busiest_unit(&la.facts);
     let regime_missing = (la.diagnosis.regime == "unknown")
         .then(|| {
-            la.diagnosis.missing.iter().find_map(|m| m.what.strip_suffix(": the regime").map(|w| (w.to_string(), m.ncu_option.to_string())))
+            la.diagnosis
+                .missing
+                .iter()
+                .find_map(|m| m.what.strip_suffix(": the regime").map(|w| Box::new((w.to_string(), m.ncu_option.to_string()))))
         })
         .flatten();
-    Member {
-        file: path.to_path_buf(),
-        kernel: la.name.clone(),
+    let mut member = Member {
+        file: Arc::clone(file),
+        kernel: Arc::from(la.name.as_str()),
         launch: u32::try_from(index).unwrap_or(u32::MAX),
         launches,
         value: String::new(),
-        gpu: la.device_name.clone(),
+        gpu: la.device_name.as_deref().map(Arc::from),
         library: la.diagnosis.kernel.library.clone(),
         block_size: la.block_size,
         grid_size: la.grid_size,
         duration_ns: la.duration_ns,
-        regime: la.diagnosis.regime.to_string(),
-        bound_unit: bound.and_then(|b| b.busiest_unit).map(str::to_string),
+        regime: la.diagnosis.regime,
+        bound_unit: bound.and_then(|b| b.busiest_unit),
         bound_pct: bound.and_then(|b| b.busiest_pct),
-        busiest_unit: busiest.map(|b| b.0.to_string()),
+        busiest_unit: busiest.map(|b| b.0),
         busiest_pct: busiest.map(|b| b.1),
         regime_missing,
-        primary: la.findings.first().map(|f| f.category.as_str().to_string()),
+        primary: la.findings.first().map(|f| f.category.as_str()),
         primary_estimate_pct: la.findings.first().and_then(|f| f.estimated_speedup_pct),
         work: Work {
             threads,
@@ -201,9 +280,15 @@ fn member_of(path: &Path, index: usize, launches: usize, la: &LaunchAnalysis, sh
         },
         file_share_pct: share,
         path_values: BTreeMap::new(),
-        facts: all.iter().map(|f| (f.key, f.value)).collect(),
-        labels: all.iter().map(|f| (f.key, (f.label.to_string(), f.unit.to_string()))).collect(),
-    }
+        facts: Box::default(),
+    };
+    member.set_facts(
+        all.iter()
+            .filter(|f| super::thresholds().compared_facts.contains(&f.key))
+            .map(|f| SetFact { key: f.key, value: f.value, form: FactForm::of(f.label, f.unit) })
+            .collect(),
+    );
+    member
 }
 
 /// The busiest of DRAM, L2, L1/TEX and the SM by their throughput facts (% of peak; the facts

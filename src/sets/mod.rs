@@ -173,26 +173,51 @@ pub struct KernelSet {
 /// The sets among `files`, largest total time first, with the files that could not be read
 /// (a broken member is reported and its set goes on without it).
 pub fn find(files: &[PathBuf], opts: &SetOptions) -> (Vec<KernelSet>, Vec<Broken>) {
-    let (mut all, broken) = members::read(files, opts.jobs);
-    for m in &mut all {
+    let (all, broken) = members::read(files, opts.jobs);
+    (sets_of(all, opts), broken)
+}
+
+/// Fills each member's `--vary` values from its file's path.
+fn read_path_values(all: &mut [Member], vary: &[(String, regex::Regex)]) {
+    if vary.is_empty() {
+        return;
+    }
+    for m in all {
         let path = m.file.to_string_lossy().into_owned();
-        for (key, re) in &opts.vary {
+        for (key, re) in vary {
             if let Some(c) = re.captures(&path) {
                 let v = c.get(1).or_else(|| c.get(0)).map(|x| x.as_str().to_string()).unwrap_or_default();
                 m.path_values.insert(key.clone(), v);
             }
         }
     }
-    (sets_of(&all, opts), broken)
 }
 
-/// The sets among already-read members.
-pub fn sets_of(all: &[Member], opts: &SetOptions) -> Vec<KernelSet> {
+/// The sets among already-read members (their `--vary` values are read here). A member goes
+/// into its sets by move (cloned only when it is in more than one), so a batch of thousands of
+/// files holds each member once.
+pub fn sets_of(mut all: Vec<Member>, opts: &SetOptions) -> Vec<KernelSet> {
+    read_path_values(&mut all, &opts.vary);
     let keys: Vec<String> = opts.vary.iter().map(|(k, _)| k.clone()).collect();
-    let mut out: Vec<KernelSet> = group::sets(all, opts.key.as_ref())
-        .into_iter()
-        .map(|(kind, idx)| describe::describe(kind, idx.iter().map(|&i| all[i].clone()).collect(), &keys))
-        .collect();
+    let groups = group::sets(&all, opts.key.as_ref());
+    // How many sets each member is still to go into: the last takes it.
+    let mut uses = vec![0usize; all.len()];
+    for (_, idx) in &groups {
+        for &i in idx {
+            uses[i] += 1;
+        }
+    }
+    let mut slots: Vec<Option<Member>> = all.into_iter().map(Some).collect();
+    let mut take = |i: usize| -> Member {
+        uses[i] -= 1;
+        if uses[i] == 0 {
+            slots[i].take().expect("a member is taken by its last set only")
+        } else {
+            slots[i].clone().expect("a member still to be used is there")
+        }
+    };
+    let mut out: Vec<KernelSet> =
+        groups.into_iter().map(|(kind, idx)| describe::describe(kind, idx.iter().map(|&i| take(i)).collect(), &keys)).collect();
     let total = |s: &KernelSet| s.members.iter().filter_map(|m| m.duration_ns).sum::<f64>();
     out.sort_by(|a, b| total(b).total_cmp(&total(a)));
     out
@@ -208,6 +233,38 @@ mod tests {
         assert!(t.same_threads_pct > 0.0 && t.all_pairs_up_to >= 2);
         assert!(version_mark().is_match("gemm_v7_alter") && !version_mark().is_match("report2"));
         assert!(!t.compared_facts.is_empty());
+    }
+
+    #[test]
+    fn a_member_of_two_sets_is_in_both_and_members_are_not_copied_otherwise() {
+        use group::tests::member;
+        // gemm_v1 of a.csv is in the kernel set (with b.csv's) and in a.csv's version series.
+        let all = vec![
+            member("a.csv", "gemm_v1", 256, 10, 50.0),
+            member("a.csv", "gemm_v2", 256, 10, 50.0),
+            member("b.csv", "gemm_v1", 256, 10, 100.0),
+        ];
+        let groups = group::sets(&all, None);
+        let sets = sets_of(all, &SetOptions::default());
+        assert_eq!(sets.len(), groups.len());
+        let count = |file: &str, kernel: &str| {
+            sets.iter().flat_map(|s| &s.members).filter(|m| &*m.file == std::path::Path::new(file) && &*m.kernel == kernel).count()
+        };
+        assert_eq!(count("a.csv", "gemm_v1"), 2, "{sets:#?}");
+        assert_eq!((count("a.csv", "gemm_v2"), count("b.csv", "gemm_v1")), (1, 1));
+    }
+
+    #[test]
+    fn names_and_fact_forms_are_shared() {
+        use group::tests::member;
+        let mut ms = [member("a.csv", "k<1>", 32, 1, 1.0), member("b.csv", "k<1>", 32, 1, 1.0)];
+        let mut names = members::Interner::default();
+        for m in ms.iter_mut() {
+            names.share(std::slice::from_mut(m));
+        }
+        assert!(std::sync::Arc::ptr_eq(&ms[0].kernel, &ms[1].kernel));
+        assert!(std::ptr::eq(members::FactForm::of("L2 hit rate", "%"), members::FactForm::of("L2 hit rate", "%")));
+        assert!(!std::ptr::eq(members::FactForm::of("L2 hit rate", "%"), members::FactForm::of("L2 hit rate", "byte")));
     }
 
     #[test]

@@ -92,12 +92,14 @@ fn scrambled(set: &KernelSet) -> KernelSet {
     let times: Vec<Option<f64>> = s.members.iter().rev().map(|m| m.duration_ns).collect();
     for (m, t) in s.members.iter_mut().zip(times) {
         m.duration_ns = t;
-        m.regime = "compute-bound".into();
-        m.bound_unit = Some("DRAM".into());
+        m.regime = "compute-bound";
+        m.bound_unit = Some("DRAM");
         m.bound_pct = Some(99.0);
-        m.primary = Some("bank-conflicts".into());
-        for v in m.facts.values_mut() {
-            *v = 1.0 + *v * 3.0;
+        m.busiest_unit = Some("DRAM");
+        m.busiest_pct = Some(99.0);
+        m.primary = Some("bank-conflicts");
+        for f in m.facts.iter_mut() {
+            f.value = 1.0 + f.value * 3.0;
         }
     }
     s.findings.clear();
@@ -178,8 +180,8 @@ fn member_numbers(members: &[Member]) -> HashSet<String> {
         out.extend(keet::format::duration(x.abs()).split(' ').next().map(str::to_string));
     };
     for m in members {
-        let work = [m.duration_ns, m.bound_pct, m.threads(), m.work.dram_bytes, m.work.warp_instructions, m.work.flops];
-        for x in work.into_iter().flatten().chain(m.facts.values().copied()) {
+        let work = [m.duration_ns, m.bound_pct, m.busiest_pct, m.threads(), m.work.dram_bytes, m.work.warp_instructions, m.work.flops];
+        for x in work.into_iter().flatten().chain(m.facts.iter().map(|f| f.value)) {
             add(x);
         }
         if let (Some(d), Some(t)) = (m.duration_ns, m.threads()) {

@@ -60,10 +60,16 @@ fn a_regime_or_unit_pinned_on_the_wrong_member_is_refused() {
     assert!(reasons.iter().any(|r| r.contains("calls v1_alter grid-bound")), "{reasons:?}");
     assert!(reasons.iter().any(|r| r.contains("calls v1_alter_1 memory-bound")), "{reasons:?}");
     assert!(refused("v1_alter is memory-bound, while v1_alter_1 is grid-bound.").is_empty());
-    // The bounding unit: v7_alter's is ncu's memory throughput, not the DRAM or the SMs.
-    let reasons = refused("v7_alter is DRAM-bound at 80.2% of peak.");
+    // The bounding unit: v7_alter is memory-bound with L1/TEX its busiest unit (86.5% of peak, the
+    // unit its row names), not the DRAM or the SMs.
+    let reasons = refused("v7_alter is DRAM-bound at 86.5% of peak.");
     assert!(reasons.iter().any(|r| r.contains("calls v7_alter DRAM-bound")), "{reasons:?}");
-    assert!(refused("v7_alter is bound by memory at 80.2% of peak.").is_empty());
+    assert!(refused("v7_alter is bound by memory, with L1/TEX at 86.5% of peak.").is_empty());
+    assert!(refused("v7_alter is L1/TEX-bound at 86.5% of peak.").is_empty());
+    // A latency-bound or grid-bound member is bound by no unit, however busy: v1_alter_1 is
+    // grid-bound with L1/TEX at 61.0%.
+    let reasons = refused("v1_alter_1 is L1/TEX-bound at 61.0% of peak.");
+    assert!(reasons.iter().any(|r| r.contains("calls v1_alter_1 L1/TEX-bound")), "{reasons:?}");
     // A claim about no member in particular must be true of one.
     let reasons = refused("Every version of the kernel is compute-bound.");
     assert!(reasons.iter().any(|r| r.contains("the facts call nothing compute-bound")), "{reasons:?}");
@@ -89,7 +95,7 @@ fn after_a_refusal_the_expert_summary_stands_marked_as_the_experts() {
     assert_eq!((set.summary.as_str(), set.summary_by), (expert.as_str(), Writer::Expert));
     assert!(set.summary_refused[0].contains(wrong) && set.summary_refused.contains(&reasons[0]), "{:?}", set.summary_refused);
     // An accepted answer is the model's.
-    let right = "v7_alter is the fastest at 163.14 µs, and v9_alter is memory-bound at 68.5% of peak.";
+    let right = "v7_alter is the fastest at 163.14 µs, and v9_alter is memory-bound with L1/TEX at 73.9% of peak.";
     assert!(check(&facts, right).is_empty());
     let outcome = AskOutcome { accepted: Some(SummaryAnswer { summary: right.into() }), attempts: 1, refusals: vec![], last_refused: None };
     apply(&mut set, standing(&facts, outcome));
