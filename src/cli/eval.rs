@@ -63,9 +63,11 @@ pub struct EvalArgs {
     pub rotations: usize,
     /// How the model answers: letter (one of A-D) or text (the chosen option's text, word for
     /// word, decoded under a grammar that admits exactly the options: a small model's letter bias
-    /// does not decide, and the answer is what a reader of the context would write).
-    #[arg(long, value_enum, default_value_t = answer::AnswerBy::Letter)]
-    pub answer: answer::AnswerBy,
+    /// does not decide, and the answer is what a reader of the context would write), or
+    /// likelihood (the option the model finds likeliest). Default: letter; text with --sets, whose
+    /// long contexts leave the 1.5B model answering one letter to most prompts.
+    #[arg(long, value_enum)]
+    pub answer: Option<answer::AnswerBy>,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
     /// contexts, one JSON object per line.
     #[arg(long, value_name = "FILE")]
@@ -190,7 +192,7 @@ fn explain_twins(
 /// rotation (a progress bar on a terminal).
 fn answer_all(a: &EvalArgs, set: &eval::EvalSet, engine: &mut Engine, formats: &[Format]) -> anyhow::Result<answer::AnswerRun> {
     let rotations = a.rotations;
-    let plan = answer::plan_formats(set, engine, formats, rotations, a.answer)?;
+    let plan = answer::plan_formats(set, engine, formats, rotations, answer_by(a))?;
     let rate = answer::prompt_rate(engine, 256)?;
     let to_run = plan.tokens_to_run();
     let by_rotation = plan.tokens_to_run_by_rotation();
@@ -374,7 +376,7 @@ fn score_run(
         files: set.files.clone(),
         profiles_without_questions: set.without_questions.clone(),
         rotations: a.rotations,
-        answer_by: Some(a.answer),
+        answer_by: Some(answer_by(a)),
         truncated_contexts: run.truncated,
         cost: run.costs,
         wall_s: Some(t0.elapsed().as_secs_f64()),
@@ -391,4 +393,33 @@ fn score_run(
         }
     }
     report
+}
+
+/// How the model answers: `--answer`, else letters for single profiles and text for sets.
+fn answer_by(a: &EvalArgs) -> answer::AnswerBy {
+    a.answer.unwrap_or(if a.sets { answer::AnswerBy::Text } else { answer::AnswerBy::Letter })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Probe {
+        #[command(flatten)]
+        eval: EvalArgs,
+    }
+
+    fn by(args: &[&str]) -> answer::AnswerBy {
+        answer_by(&Probe::try_parse_from(args.iter().copied()).expect("arguments parse").eval)
+    }
+
+    #[test]
+    fn sets_answer_with_text_and_single_profiles_with_letters_unless_told() {
+        assert_eq!(by(&["keet", "p.csv"]), answer::AnswerBy::Letter);
+        assert_eq!(by(&["keet", "--sets", "dir"]), answer::AnswerBy::Text);
+        assert_eq!(by(&["keet", "--sets", "dir", "--answer", "letter"]), answer::AnswerBy::Letter);
+        assert_eq!(by(&["keet", "p.csv", "--answer", "likelihood"]), answer::AnswerBy::Likelihood);
+    }
 }
