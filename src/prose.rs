@@ -437,28 +437,38 @@ impl Gate {
         fact_words: &[String],
     ) -> Vec<String> {
         let mut r = self.check_sentence_with(ctx, category, text, others, fact_words);
-        if let Field::Suggestion(_) = field {
-            let first = plain_words(text).into_iter().next().unwrap_or_default();
-            if !self.suggestion_verbs.contains(&first) {
-                r.push(format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
+        let first = plain_words(text).into_iter().next().unwrap_or_default();
+        let imperative = self.suggestion_verbs.contains(&first);
+        if matches!(field, Field::Suggestion(_)) && !imperative {
+            r.push(format!("a suggestion must start with what to do (a verb such as use, batch, fuse), not {first:?}"));
+        }
+        // Advice is held to the suggestion's checks in whichever field it stands (issue 36: "Increase
+        // the number of threads per block (unroll) ..." as a CUTLASS kernel's explanation).
+        if matches!(field, Field::Suggestion(_)) || imperative {
+            r.extend(self.advice_reasons(ctx, category, text));
+        }
+        r
+    }
+
+    /// What no advice may say: a knob turned the wrong way for the category, something nobody can
+    /// change, or, for a kernel the user does not write, the library's or generator's own choices.
+    fn advice_reasons(&self, ctx: &Context, category: Category, text: &str) -> Vec<String> {
+        let mut r = crate::direction::wrong_turns(category, text);
+        let words = words_of(&text.replace('-', " "));
+        for phrase in &self.never_actionable {
+            if contains_phrase(&words, phrase) {
+                r.push(format!("it asks for \"{}\", which nobody can change in their code", phrase.join(" ")));
             }
-            r.extend(crate::direction::wrong_turns(category, text));
-            let words = words_of(&text.replace('-', " "));
-            for phrase in &self.never_actionable {
+        }
+        let kind = crate::rules::kind::recognise(&ctx.launch.name, ctx.facts);
+        if kind.origin != crate::rules::kind::Origin::User {
+            for phrase in &self.not_actionable_for_others {
                 if contains_phrase(&words, phrase) {
-                    r.push(format!("it asks for \"{}\", which nobody can change in their code", phrase.join(" ")));
-                }
-            }
-            let kind = crate::rules::kind::recognise(&ctx.launch.name, ctx.facts);
-            if kind.origin != crate::rules::kind::Origin::User {
-                for phrase in &self.not_actionable_for_others {
-                    if contains_phrase(&words, phrase) {
-                        r.push(format!(
-                            "\"{}\" is the {} kernel's own choice; suggest shapes, dtype, batching, fusion, library configuration or CUDA Graphs",
-                            phrase.join(" "),
-                            kind.library.as_deref().unwrap_or(kind.origin.as_str())
-                        ));
-                    }
+                    r.push(format!(
+                        "\"{}\" is the {} kernel's own choice; suggest shapes, dtype, batching, fusion, library configuration or CUDA Graphs",
+                        phrase.join(" "),
+                        kind.library.as_deref().unwrap_or(kind.origin.as_str())
+                    ));
                 }
             }
         }
@@ -466,7 +476,6 @@ impl Gate {
     }
 }
 
-/// The first bracket of `text` without its partner: a `)` or `]` that closes nothing, a `(` or `[`
 /// closed by the other kind or never closed ("... configurations) (The library picked.").
 fn unbalanced_bracket(text: &str) -> Option<char> {
     let mut open: Vec<char> = Vec::new();
@@ -842,6 +851,39 @@ mod tests {
         assert!(r.iter().any(|r| r.contains("talks about")), "{r:?}");
         let r = reasons(Category::MemoryBound, "The rule layer says memory bandwidth is the limit in this finding.");
         assert!(r.iter().any(|r| r.contains("rule layer")), "{r:?}");
+    }
+
+    /// The gate's reasons for `text` in `field` of a launch named `name`.
+    fn field_reasons(name: &str, category: Category, field: Field, text: &str) -> Vec<String> {
+        let mut l = launch();
+        l.name = name.into();
+        let facts = crate::rules::derive_facts(&l);
+        let rules = crate::rules::evaluate(&facts);
+        gate().check_field(&Context { launch: &l, facts: &facts, rules: &rules }, category, field, text, &[])
+    }
+
+    #[test]
+    fn advice_is_checked_as_advice_in_any_field() {
+        let cutlass = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<float>>(Params)";
+        let own_choice = |r: &[String]| r.iter().any(|x| x.contains("kernel's own choice"));
+        // Issue 36, the default model on a CUTLASS GEMM's explanation: CUTLASS picks its block.
+        let seen =
+            "Increase the number of threads per block (unroll), use multiple loads in flight, and reduce dependencies between steps.";
+        let r = field_reasons(cutlass, Category::LatencyBound, Field::Explanation, seen);
+        assert!(own_choice(&r), "{r:?}");
+        // Never seen: register advice for a cuBLAS kernel, in the claim.
+        let regs = "Reduce the registers per thread so that more warps fit on each SM.";
+        assert!(own_choice(&field_reasons("ampere_sgemm_128x64_nn", Category::OccupancyRegisters, Field::Claim, regs)));
+        // The same advice for the user's own kernel is theirs to take.
+        assert!(!own_choice(&field_reasons("my_kernel", Category::OccupancyRegisters, Field::Explanation, regs)));
+        // A statement about the library's choice is not advice.
+        let said = "The library chose 256 threads per block for this shape.";
+        assert!(!own_choice(&field_reasons(cutlass, Category::LatencyBound, Field::Explanation, said)));
+        // A knob turned the wrong way is refused in an explanation too.
+        let r = field_reasons("my_kernel", Category::GridTooSmall, Field::Explanation, "Decrease the number of blocks to fill the GPU.");
+        assert!(r.iter().any(|x| x.contains("more blocks, not fewer")), "{r:?}");
+        let r = field_reasons("my_kernel", Category::GridTooSmall, Field::Explanation, "Launch more blocks so every SM gets one.");
+        assert!(!r.iter().any(|x| x.contains("not fewer") || x.contains("own choice")), "{r:?}");
     }
 
     #[test]
