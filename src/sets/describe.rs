@@ -95,7 +95,7 @@ fn value_of(view: &View, i: usize, varies: &[String]) -> String {
 fn order_of(view: &View, values: &[String], varies: &[String]) -> (Vec<usize>, String) {
     let ms = view.members;
     let mut order: Vec<usize> = (0..ms.len()).collect();
-    let one_file = ms.iter().all(|m| m.file == ms[0].file);
+    let one_file = ms.iter().all(|m| m.same_file(&ms[0]));
     let marked = |i: usize| version_mark().is_match(&values[i]) || version_mark().is_match(&names::file_stem(&ms[i].file));
     if view.folded {
         // Each file's versions together (its launch shape and size), in launch order.

@@ -59,7 +59,7 @@ impl<'a> View<'a> {
         let arity = |t: &Option<Vec<String>>| t.as_ref().map(Vec::len);
         let version = match self.kind {
             SetKind::Versions => self.bases[i] != self.bases[j],
-            SetKind::Kernel => (self.marks && a.file != b.file && self.file_values[i] != self.file_values[j]) || arity(ta) != arity(tb),
+            SetKind::Kernel => (self.marks && !a.same_file(b) && self.file_values[i] != self.file_values[j]) || arity(ta) != arity(tb),
         };
         if version && self.kind == SetKind::Versions && a.library.is_some() && b.library.is_some() {
             // Two kernels a library chose (cuBLAS's split-K and non-split-K variants, say): the
@@ -82,7 +82,7 @@ impl<'a> View<'a> {
             }
         }
         out.extend(keys.into_iter().cloned());
-        if out.is_empty() && a.file != b.file {
+        if out.is_empty() && !a.same_file(b) {
             out.push("run".into());
         }
         out
@@ -91,11 +91,11 @@ impl<'a> View<'a> {
 
 /// Some base name occurs in two files: a version series whose versions repeat across files.
 fn folds(members: &[Member], bases: &[String]) -> bool {
-    let mut files_of: std::collections::HashMap<&str, &std::path::Path> = std::collections::HashMap::new();
-    members.iter().zip(bases).any(|(m, base)| match files_of.get(base.as_str()) {
-        Some(file) => *file != &*m.file,
+    let mut first_of: std::collections::HashMap<&str, &Member> = std::collections::HashMap::new();
+    members.iter().zip(bases).any(|(m, base)| match first_of.get(base.as_str()) {
+        Some(first) => !first.same_file(m),
         None => {
-            files_of.insert(base, &m.file);
+            first_of.insert(base, m);
             false
         }
     })

@@ -403,9 +403,9 @@ fn pairs(view: &View, neighbours: &[(usize, usize)]) -> Vec<Pair> {
 
 /// Every pair (i < j) of members from the same file.
 fn same_file_pairs(ms: &[Member]) -> Vec<(usize, usize)> {
-    let mut by_file: std::collections::HashMap<&std::path::Path, Vec<usize>> = std::collections::HashMap::new();
+    let mut by_file: std::collections::HashMap<&std::ffi::OsStr, Vec<usize>> = std::collections::HashMap::new();
     for (i, m) in ms.iter().enumerate() {
-        by_file.entry(&*m.file).or_default().push(i);
+        by_file.entry(m.file.as_os_str()).or_default().push(i);
     }
     by_file.values().flat_map(|idx| idx.iter().enumerate().flat_map(move |(k, &i)| idx[k + 1..].iter().map(move |&j| (i, j)))).collect()
 }

@@ -49,7 +49,7 @@ type Folded = (String, Vec<String>);
 /// Folds the series found in one file each that share a stem and at least two versions (base
 /// names) into one set of (version x file), in the order first seen; other series stay as they are.
 fn fold(members: &[Member], series: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
-    let one_file = |g: &[usize]| g.iter().all(|&i| members[i].file == members[g[0]].file);
+    let one_file = |g: &[usize]| g.iter().all(|&i| members[i].same_file(&members[g[0]]));
     let bases = |g: &[usize]| {
         let mut b: Vec<String> = g.iter().map(|&i| members[i].base()).collect();
         b.sort();
@@ -112,15 +112,16 @@ fn same_work(a: &Member, b: &Member) -> bool {
 /// the counts per file counted once: a batch of thousands of files stays near linear.
 fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
     let stems: Vec<String> = members.iter().map(|m| names::stem(&m.base())).collect();
-    let mut per_file_stem: HashMap<(&std::path::Path, &str), usize> = HashMap::new();
-    let mut file_top: HashMap<&std::path::Path, f64> = HashMap::new();
+    // Files by their path's bytes (hashing a `Path` walks its components).
+    let mut per_file_stem: HashMap<(&std::ffi::OsStr, &str), usize> = HashMap::new();
+    let mut file_top: HashMap<&std::ffi::OsStr, f64> = HashMap::new();
     for (m, stem) in members.iter().zip(&stems) {
-        *per_file_stem.entry((&*m.file, stem.as_str())).or_default() += 1;
-        let top = file_top.entry(&*m.file).or_insert(0.0);
+        *per_file_stem.entry((m.file.as_os_str(), stem.as_str())).or_default() += 1;
+        let top = file_top.entry(m.file.as_os_str()).or_insert(0.0);
         *top = top.max(m.file_share_pct.unwrap_or(0.0));
     }
-    let alone_in_file = |i: usize| per_file_stem[&(&*members[i].file, stems[i].as_str())] == 1;
-    let largest = |i: usize| members[i].file_share_pct.is_some_and(|s| s >= file_top[&*members[i].file]);
+    let alone_in_file = |i: usize| per_file_stem[&(members[i].file.as_os_str(), stems[i].as_str())] == 1;
+    let largest = |i: usize| members[i].file_share_pct.is_some_and(|s| s >= file_top[members[i].file.as_os_str()]);
     let mut by_stem: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, stem) in stems.iter().enumerate().filter(|(_, stem)| stem.len() >= 3) {
         by_stem.entry(stem.as_str()).or_default().push(i);
@@ -140,7 +141,7 @@ fn version_series(members: &[Member], keys: &[String]) -> Vec<Vec<usize>> {
                 if keys[i] == keys[j] {
                     continue;
                 }
-                let linked = if a.file == b.file {
+                let linked = if a.same_file(b) {
                     same_shape(a, b)
                 } else {
                     alone_in_file(i) && alone_in_file(j) && (same_shape(a, b) || same_work(a, b) || (largest(i) && largest(j)))

@@ -115,6 +115,13 @@ impl Member {
         self.busiest_unit.zip(self.busiest_pct).or(self.bound_unit.zip(self.bound_pct))
     }
 
+    /// Whether `other` comes from the same file: the same shared path, else the same bytes (the
+    /// paths come from one listing, so one file has one spelling). Cheaper than `Path`'s
+    /// component-wise equality, which every pair of a large set would pay.
+    pub fn same_file(&self, other: &Member) -> bool {
+        Arc::ptr_eq(&self.file, &other.file) || self.file.as_os_str() == other.file.as_os_str()
+    }
+
     /// The compared fact `key`, when the member's profile has it.
     pub fn fact(&self, key: FactKey) -> Option<&SetFact> {
         self.facts.binary_search_by(|f| f.key.cmp(&key)).ok().map(|i| &self.facts[i])
