@@ -202,6 +202,11 @@ fn print_refusals(reports: &[ExplainReport]) {
     for r in reports.iter().flat_map(|r| &r.kernels).flat_map(|k| &k.replaced) {
         for reason in &r.reasons {
             let reason = reason.trim_start_matches("re-asked: ");
+            // "in the explanation, it uses words ...": the check, not the field.
+            let reason = match reason.strip_prefix("in the ").and_then(|r| r.split_once(", ")) {
+                Some((_field, check)) => check,
+                None => reason,
+            };
             let check: String = reason.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
             *by_check.entry(check).or_default() += 1;
         }
@@ -341,7 +346,7 @@ fn explain_each(
     Ok(run)
 }
 
-/// The report's shown sentences, one tab-separated line each.
+/// The report's shown sentences, one tab-separated line each, then its replaced ones.
 fn write_sentences(file: &mut std::fs::File, mode: ProseMode, profile: &Path, report: &ExplainReport) -> anyhow::Result<()> {
     let one_line = |t: &str| t.replace(['\t', '\n'], " ");
     for r in sentence_rows(report) {
@@ -349,6 +354,15 @@ fn write_sentences(file: &mut std::fs::File, mode: ProseMode, profile: &Path, re
         let kind = r.kind.map(|k| k.as_str()).unwrap_or("-");
         let fields = [mode.as_str(), &profile.display().to_string(), &r.kernel, &r.category, &r.field, &writer, kind, &r.text];
         writeln!(file, "{}", fields.map(one_line).join("\t"))?;
+    }
+    // The sentences the gate kept from the reader, so a run shows what was refused and why: the
+    // writer column says "replaced" and the text holds each try, then the reasons.
+    for k in &report.kernels {
+        for r in &k.replaced {
+            let text = format!("{} || reasons: {}", r.texts.join(" || "), r.reasons.join("; "));
+            let fields = [mode.as_str(), &profile.display().to_string(), &k.kernel.name, r.category.as_str(), &r.field, "replaced", "-", &text];
+            writeln!(file, "{}", fields.map(one_line).join("\t"))?;
+        }
     }
     file.flush()?;
     Ok(())
