@@ -125,8 +125,7 @@ fn loaded() -> &'static Loaded {
         let table: Table = toml::from_str(TABLE).expect("expert/mechanisms.toml parses (checked by a unit test)");
         let mut phrases: Vec<(Vec<String>, Mark)> = Vec::new();
         for c in &table.connective {
-            phrases
-                .extend(c.phrases.iter().map(|p| {
+            phrases.extend(c.phrases.iter().map(|p| {
                 let mark = Mark::Connective { effect_first: c.effect_first, either_way: c.either_way, purpose: c.purpose };
                 (words(p), mark)
             }));
@@ -246,9 +245,40 @@ impl Joined {
 /// "as" that compares or lists (", as well as", ", as shown", ", as a result") is kept.
 fn causal_as(text: &str) -> String {
     const NOT_CAUSAL: &[&str] = &[
-        "well", "much", "many", "such", "if", "in", "long", "soon", "far", "opposed", "seen", "shown", "expected",
-        "described", "noted", "mentioned", "measured", "reported", "listed", "given", "follows", "before", "usual",
-        "possible", "few", "little", "part", "a", "an", "high", "low", "large", "small", "fast",
+        "well",
+        "much",
+        "many",
+        "such",
+        "if",
+        "in",
+        "long",
+        "soon",
+        "far",
+        "opposed",
+        "seen",
+        "shown",
+        "expected",
+        "described",
+        "noted",
+        "mentioned",
+        "measured",
+        "reported",
+        "listed",
+        "given",
+        "follows",
+        "before",
+        "usual",
+        "possible",
+        "few",
+        "little",
+        "part",
+        "a",
+        "an",
+        "high",
+        "low",
+        "large",
+        "small",
+        "fast",
     ];
     let mut out = String::with_capacity(text.len());
     let mut rest = text;

@@ -360,7 +360,8 @@ fn write_sentences(file: &mut std::fs::File, mode: ProseMode, profile: &Path, re
     for k in &report.kernels {
         for r in &k.replaced {
             let text = format!("{} || reasons: {}", r.texts.join(" || "), r.reasons.join("; "));
-            let fields = [mode.as_str(), &profile.display().to_string(), &k.kernel.name, r.category.as_str(), &r.field, "replaced", "-", &text];
+            let fields =
+                [mode.as_str(), &profile.display().to_string(), &k.kernel.name, r.category.as_str(), &r.field, "replaced", "-", &text];
             writeln!(file, "{}", fields.map(one_line).join("\t"))?;
         }
     }
