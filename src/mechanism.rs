@@ -306,7 +306,7 @@ fn joined(text: &str) -> Vec<Joined> {
     let mut sentence_of: Vec<usize> = Vec::new();
     for (n, sentence) in text.split_inclusive(". ").enumerate() {
         let sentence_words = words(sentence);
-        sentence_of.extend(std::iter::repeat(n).take(sentence_words.len()));
+        sentence_of.extend(std::iter::repeat_n(n, sentence_words.len()));
         ws.extend(sentence_words);
     }
     let ms = marks(&ws);
