@@ -344,9 +344,8 @@ pub fn repair(reasons: &[String]) -> Result<String, minijinja::Error> {
     env().render_str(REPAIR, json!({ "reasons": reasons }))
 }
 
-/// An expert fix with the action first: "A GEMM that streams its weights is memory-bound at small
-/// batch (decode): batch more tokens per call, ..." becomes "Batch more tokens per call, ... (A GEMM
-/// that streams ...)", so a model that must open a suggestion with a verb starts from the action
+/// An expert fix with the action first: "The library picked 96 blocks: give it more work per call"
+/// becomes "Give it more work per call (The library picked 96 blocks)", so a model that must open a suggestion with a verb starts from the action
 /// instead of bending the reason into one ("Change the GEMM to stream its weights").
 fn action_first(fix: &str) -> String {
     let verbs = crate::prose::gate().suggestion_verbs();
@@ -359,12 +358,14 @@ fn action_first(fix: &str) -> String {
             let mut chars = action.chars();
             let action: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
             let action = action.trim_end_matches('.');
-            // An action that already ends in a bracket takes the reason after a semicolon: two
-            // bracketed groups in a row read as pasted labels, and the prose gate refuses a model
-            // sentence that copies them.
-            if action.ends_with(')') {
+            // An action that already ends in a bracket, or a reason that holds one, takes the
+            // reason after a semicolon: two bracketed groups in a row read as pasted labels, and
+            // a bracket inside a bracket ("(... at small batch (decode))") is where the default
+            // model stopped copying, leaving the first one open; the prose gate refuses both.
+            if action.ends_with(')') || why.contains('(') {
                 // "The library ..." -> "the library ...", but "SM ..." and "FP64 ..." stay.
-                let starts_a_word = why.chars().nth(1).is_some_and(char::is_lowercase);
+                let first_word = why.split_whitespace().next().unwrap_or_default();
+                let starts_a_word = first_word == "A" || first_word.chars().nth(1).is_some_and(char::is_lowercase);
                 let why: String = match why.chars().next() {
                     Some(first) if starts_a_word => first.to_lowercase().chain(why.chars().skip(1)).collect(),
                     _ => why.to_string(),
@@ -388,7 +389,7 @@ mod tests {
             action_first(
                 "A GEMM that streams its weights is memory-bound at small batch (decode): batch more tokens per call, or fuse the GEMM."
             ),
-            "Batch more tokens per call, or fuse the GEMM (A GEMM that streams its weights is memory-bound at small batch (decode))."
+            "Batch more tokens per call, or fuse the GEMM; a GEMM that streams its weights is memory-bound at small batch (decode)."
         );
         assert_eq!(action_first("Move fewer bytes: reuse data."), "Move fewer bytes: reuse data.");
         // No two bracketed groups in a row (the default model copied "... configurations) (The
@@ -398,5 +399,9 @@ mod tests {
             "Give it more work per call (a larger M or N), or let it split K (cuBLASLt split-K); the library picked 96 blocks for this shape."
         );
         assert_eq!(action_first("The library picked 96 blocks."), "The library picked 96 blocks.");
+        assert_eq!(
+            action_first("The library picked 96 blocks: give it more work per call."),
+            "Give it more work per call (The library picked 96 blocks)."
+        );
     }
 }
