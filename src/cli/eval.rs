@@ -64,8 +64,11 @@ pub struct EvalArgs {
     /// How the model answers: letter (one of A-D) or text (the chosen option's text, word for
     /// word, decoded under a grammar that admits exactly the options: a small model's letter bias
     /// does not decide, and the answer is what a reader of the context would write), or
-    /// likelihood (the option the model finds likeliest). Default: letter; text with --sets, whose
-    /// long contexts leave the 1.5B model answering one letter to most prompts.
+    /// likelihood (the option the model finds likeliest), or cloze (the question asked without its
+    /// options, and the option whose text the model finds likeliest as its reply: the form
+    /// OLMES and lm-eval-harness use for small models, with no order for a bias to follow).
+    /// Default: letter; text with --sets, whose long contexts leave the 1.5B model answering one
+    /// letter to most prompts.
     #[arg(long, value_enum)]
     pub answer: Option<answer::AnswerBy>,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
@@ -421,5 +424,6 @@ mod tests {
         assert_eq!(by(&["keet", "--sets", "dir"]), answer::AnswerBy::Text);
         assert_eq!(by(&["keet", "--sets", "dir", "--answer", "letter"]), answer::AnswerBy::Letter);
         assert_eq!(by(&["keet", "p.csv", "--answer", "likelihood"]), answer::AnswerBy::Likelihood);
+        assert_eq!(by(&["keet", "p.csv", "--answer", "cloze"]), answer::AnswerBy::Cloze);
     }
 }

@@ -14,12 +14,14 @@
 //! letter is the highest-logit of `A`-`D` at the assistant's first token ([`Engine::choose`]),
 //! which is greedy decoding under a grammar that admits exactly one letter; an option's text is
 //! greedy decoding under a grammar that admits exactly the four options ([`Engine::choose_text`]),
-//! which runs a decode step only where options left still share their first tokens.
+//! which runs a decode step only where options left still share their first tokens. In the cloze
+//! form the question is asked without its options and each option's text is scored as the reply;
+//! its rotations are the same prompt, answered once.
 
 use super::peers::Format;
 use super::score::Answered;
 use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
-use crate::llm::{ChatMessage, Engine};
+use crate::llm::{ChatMessage, Engine, Timings};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -36,6 +38,11 @@ pub enum AnswerBy {
     /// The option whose text is likeliest after the prompt (mean log-probability per token), as
     /// likelihood-scored multiple choice does; the prompt asks for the text.
     Likelihood,
+    /// The question without its options, and the option whose text is likeliest as the reply
+    /// (mean log-probability per token): the cloze formulation that OLMES (Gu et al., 2024) and
+    /// lm-eval-harness use for models too small to answer lettered multiple choice. The options
+    /// are never shown, so their order cannot sway the answer: every rotation gets the same one.
+    Cloze,
 }
 
 impl AnswerBy {
@@ -44,6 +51,7 @@ impl AnswerBy {
         match self {
             AnswerBy::Letter => questions::system_prompt().to_string(),
             AnswerBy::Text | AnswerBy::Likelihood => questions::system_prompt_text_answers(),
+            AnswerBy::Cloze => questions::system_prompt_cloze_answers(),
         }
     }
     /// The prompt's last line: what to answer with.
@@ -51,6 +59,7 @@ impl AnswerBy {
         match self {
             AnswerBy::Letter => "Answer with the letter of the correct option.",
             AnswerBy::Text | AnswerBy::Likelihood => "Answer with the text of the correct option, word for word, without its letter.",
+            AnswerBy::Cloze => "Answer in a few words.",
         }
     }
 }
@@ -170,7 +179,11 @@ pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotation
                 let messages = [ChatMessage::system(by.system_prompt()), ChatMessage::user(prompt(ctx, q, rotation, by))];
                 let ids = engine.prompt_tokens(&messages)?;
                 let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
-                let expected_reuse = common.min(ids.len().saturating_sub(1)) / granularity * granularity;
+                let expected_reuse = if by == AnswerBy::Cloze && rotation > 0 {
+                    ids.len() // the rotation's prompt is rotation 0's, and its answer too: nothing runs
+                } else {
+                    common.min(ids.len().saturating_sub(1)) / granularity * granularity
+                };
                 jobs.push(Job { format: format.clone(), question: i, rotation, messages, tokens: ids.len(), expected_reuse });
                 previous = ids;
             }
@@ -205,6 +218,8 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
     let mut costs: BTreeMap<&str, FormatCost> = BTreeMap::new();
     let mut contexts: BTreeMap<&str, std::collections::BTreeSet<usize>> = BTreeMap::new();
     let mut run_tokens = 0usize;
+    // (format, question) -> the option chosen in the cloze form (its index in rotation 0)
+    let mut cloze: BTreeMap<(&str, usize), usize> = BTreeMap::new();
     engine.reset();
     for job in &plan.jobs {
         if fresh {
@@ -215,6 +230,20 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
             AnswerBy::Text => engine.choose_text(&job.messages, &set.questions[job.question].options_in(job.rotation))?,
             AnswerBy::Likelihood => {
                 engine.choose_likeliest(&job.messages, &set.questions[job.question].options_in(job.rotation)).map(|(at, _, t)| (at, t))?
+            }
+            AnswerBy::Cloze => {
+                let q = &set.questions[job.question];
+                let key = (job.format.name(), job.question);
+                let (option, t) = match cloze.get(&key) {
+                    // the same prompt in every rotation: scored once
+                    Some(&option) => (option, Timings { prompt_tokens: job.tokens, reused_tokens: job.tokens, ..Default::default() }),
+                    None => {
+                        let (option, _, t) = engine.choose_likeliest(&job.messages, &q.options_in(0))?;
+                        cloze.insert(key, option);
+                        (option, t)
+                    }
+                };
+                (q.position_in(option, job.rotation), t)
             }
         };
         let name = job.format.name();
@@ -269,8 +298,13 @@ pub fn answer(
 /// The user message: the context, then the question and its lettered options in rotation
 /// `rotation`. The context comes first so that the questions about it share it as a prefix, and the
 /// options last so that the rotations of one question share all but them.
+/// With [`AnswerBy::Cloze`] the options are left out (the same prompt in every rotation).
 pub fn prompt(context: &str, q: &Question, rotation: usize, by: AnswerBy) -> String {
     let mut s = format!("{}\n\n---\nQuestion: {}\n", context.trim_end(), q.question);
+    if by == AnswerBy::Cloze {
+        s.push_str(by.instruction());
+        return s;
+    }
     for (l, o) in LETTERS.iter().zip(q.options_in(rotation)) {
         s.push_str(&format!("{l}. {o}\n"));
     }
@@ -310,5 +344,27 @@ mod tests {
         let (s, cut) = fit_lines(text, 4, &words);
         assert!(cut);
         assert!(s.starts_with("a b\nc d\n") && !s.contains("e f"), "{s}");
+    }
+
+    #[test]
+    fn the_cloze_prompt_asks_without_options_and_is_the_same_in_every_rotation() {
+        let q = Question {
+            id: "q".into(),
+            seed: 0,
+            kind: questions::QuestionKind::BoundUnit,
+            file: Default::default(),
+            kernel: "k".into(),
+            question: "Which unit bounds k?".into(),
+            options: ["DRAM", "the L2 cache", "the SM", "none"].map(String::from).to_vec(),
+            answer: "A".into(),
+            answer_key: "dram".into(),
+            basis: vec![],
+            context: 0,
+        };
+        let cloze: Vec<String> = (0..4).map(|r| prompt("busiest DRAM at 85% of peak", &q, r, AnswerBy::Cloze)).collect();
+        assert!(cloze.iter().all(|p| *p == cloze[0]));
+        assert!(cloze[0].ends_with("Which unit bounds k?\nAnswer in a few words."), "{}", cloze[0]);
+        let letters = prompt("busiest DRAM at 85% of peak", &q, 1, AnswerBy::Letter);
+        assert!(letters.contains("A. the L2 cache\n") && letters.ends_with("letter of the correct option."), "{letters}");
     }
 }

@@ -68,6 +68,10 @@ pub enum Condition {
     Generic,
     /// keet's `--format context` report (rule layer only, no model text).
     Context,
+    /// The second placebo: keet's `context` of another kernel of the run ([`add_swapped`]). The
+    /// same words, layout and length as `context`, with another kernel's facts: if `context` beats
+    /// it, the model takes the facts, not the vocabulary.
+    Swapped,
     /// keet's report with the model's own explanations: the explain stage run with the same model,
     /// rendered as `--format context` followed by each finding's claim and explanation.
     Explained,
@@ -88,6 +92,7 @@ impl Condition {
             Condition::Raw => "raw",
             Condition::Generic => "generic",
             Condition::Context => "context",
+            Condition::Swapped => "swapped",
             Condition::Explained => "explained",
             Condition::Md => "md",
             Condition::Profiles => "profiles",
@@ -105,6 +110,9 @@ pub struct Contexts {
     #[serde(default)]
     pub generic: String,
     pub context: String,
+    /// keet's context of another kernel ([`add_swapped`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub swapped: String,
     pub md: String,
     /// Only when the explain stage ran with a model ([`add_explained`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +132,7 @@ impl Contexts {
             Condition::Raw => &self.raw,
             Condition::Generic => &self.generic,
             Condition::Context => &self.context,
+            Condition::Swapped => &self.swapped,
             Condition::Explained => self.explained.as_deref().unwrap_or(""),
             Condition::Md => &self.md,
             Condition::Profiles => &self.profiles,
@@ -163,6 +172,12 @@ impl Question {
     pub fn options_in(&self, rotation: usize) -> Vec<&str> {
         let n = self.options.len();
         (0..n).map(|i| self.options[(i + rotation) % n].as_str()).collect()
+    }
+
+    /// Where option `option` (its index in rotation 0) stands in rotation `rotation`.
+    pub fn position_in(&self, option: usize, rotation: usize) -> usize {
+        let n = self.options.len().max(1);
+        (option + n - rotation % n) % n
     }
 
     /// The correct letter in rotation `rotation`.
@@ -267,6 +282,7 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         }
     }
     add_generic(&mut set, &generic::approx_tokens);
+    add_swapped(&mut set);
     for ((seed, mut per_seed), rng) in seeds.iter().zip(drafts).zip(rngs.iter_mut()) {
         per_seed.shuffle(rng);
         for (i, (d, file, kernel, context)) in per_seed.into_iter().enumerate() {
@@ -290,6 +306,20 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         }
     }
     Ok(set)
+}
+
+/// Fills every context's `swapped` text: keet's context of another kernel, the one half the run
+/// away in the order the contexts were read (a fixed derangement of the kernels, so that a run
+/// with two or more kernels gives each another's facts; files in a directory are read in name
+/// order, so the other kernel is mostly another profile's). A run of one context has nothing to
+/// swap, and the format is then empty.
+pub fn add_swapped(set: &mut EvalSet) {
+    let kernels: Vec<usize> = (0..set.contexts.len()).filter(|&i| !set.contexts[i].context.is_empty()).collect();
+    let count = kernels.len();
+    for (at, &i) in kernels.iter().enumerate() {
+        let other = kernels[(at + count / 2) % count];
+        set.contexts[i].swapped = if other == i { String::new() } else { set.contexts[other].context.clone() };
+    }
 }
 
 /// Fills every context's placebo ([`generic::advice`]) with as many tokens as its `context` text
@@ -532,6 +562,32 @@ mod tests {
             answer_key: String::new(),
             basis: vec![],
             context,
+        }
+    }
+
+    #[test]
+    fn the_swapped_placebo_gives_each_kernel_another_kernels_context() {
+        let mut set = EvalSet::default();
+        for name in ["a", "b", "c"] {
+            set.contexts.push(Contexts { context: format!("kernel {name}"), ..Default::default() });
+        }
+        add_swapped(&mut set);
+        let swapped: Vec<&str> = set.contexts.iter().map(|c| c.swapped.as_str()).collect();
+        assert_eq!(swapped, ["kernel b", "kernel c", "kernel a"]);
+        set.contexts.truncate(1);
+        add_swapped(&mut set);
+        assert_eq!(set.contexts[0].swapped, "", "one kernel has no other to swap with");
+    }
+
+    /// `position_in` finds an option under its letter in every rotation (the cloze answer's letter).
+    #[test]
+    fn an_option_keeps_its_text_in_every_rotation() {
+        let mut q = question(0);
+        q.options = ["w", "x", "y", "z"].map(String::from).to_vec();
+        for rotation in 0..ROTATIONS {
+            for option in 0..4 {
+                assert_eq!(q.options_in(rotation)[q.position_in(option, rotation)], q.options[option]);
+            }
         }
     }
 

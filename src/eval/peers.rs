@@ -47,7 +47,8 @@ pub fn parse_arg(arg: &str) -> Result<(String, PathBuf), String> {
     if !valid {
         return Err(format!("{name:?}: a format name is letters, digits, '-' and '_'"));
     }
-    let taken = [Condition::None, Condition::Raw, Condition::Generic, Condition::Context, Condition::Explained, Condition::Md];
+    let taken =
+        [Condition::None, Condition::Raw, Condition::Generic, Condition::Context, Condition::Swapped, Condition::Explained, Condition::Md];
     if taken.iter().any(|c| c.name() == name) {
         return Err(format!("{name:?} is one of keet's own formats: give the peer's contexts another name"));
     }

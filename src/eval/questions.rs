@@ -146,6 +146,7 @@ struct System {
     prompt: String,
     /// The prompt's last sentence when answers are given as the option's text.
     prompt_text_answers: String,
+    prompt_cloze_answers: String,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +200,13 @@ pub(crate) fn table() -> &'static Table {
 /// The system prompt the model answers under with letters.
 pub fn system_prompt() -> &'static str {
     &table().system.prompt
+}
+
+/// The system prompt when the model is asked without options (`keet eval --answer cloze`).
+pub fn system_prompt_cloze_answers() -> String {
+    let letters = &table().system.prompt;
+    let head = letters.rfind(". ").map_or(letters.as_str(), |at| &letters[..at + 1]);
+    format!("{head} {}", table().system.prompt_cloze_answers)
 }
 
 /// The system prompt when the model answers with the option's text: the letter prompt with its

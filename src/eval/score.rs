@@ -442,7 +442,7 @@ pub fn read_answers(path: &Path, questions: &[Question]) -> Result<(Vec<Answered
 
 /// The baseline first, then the formats in the order keet asks them, then any other.
 fn format_order(format: &str) -> usize {
-    ["none", "raw", "generic", "context", "explained", "md", "profiles", "set"].iter().position(|f| *f == format).unwrap_or(8)
+    ["none", "raw", "generic", "swapped", "context", "explained", "md", "profiles", "set"].iter().position(|f| *f == format).unwrap_or(9)
 }
 
 /// Scores an answers file against a questions file.

@@ -87,8 +87,11 @@ pub fn formats(asked: &[Condition], single_default: &[Condition]) -> Result<Vec<
     if asked == single_default {
         return Ok(DEFAULT_FORMATS.to_vec());
     }
-    let refused: Vec<&str> =
-        asked.iter().filter(|c| matches!(c, Condition::Context | Condition::Explained | Condition::Md)).map(|c| c.name()).collect();
+    let refused: Vec<&str> = asked
+        .iter()
+        .filter(|c| matches!(c, Condition::Context | Condition::Swapped | Condition::Explained | Condition::Md))
+        .map(|c| c.name())
+        .collect();
     if !refused.is_empty() {
         return Err(EvalError::Input(format!(
             "--sets asks in none, raw, generic, profiles and set; not {} (one profile's formats: `profiles` holds each member's context)",

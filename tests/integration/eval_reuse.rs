@@ -180,3 +180,44 @@ fn answers_by_text_follow_the_options_tokens() {
         assert_eq!(r.given, f.given, "{}: prefix reuse changed an answer", r.id);
     }
 }
+
+/// The cloze form (`--answer cloze`): the question is asked without its options, so every rotation
+/// is the same prompt, scored once (the rotations after the first run nothing, as the plan says),
+/// and the letter given in each rotation is the one the same option stands under there.
+#[test]
+fn cloze_answers_one_option_in_every_rotation() {
+    if llm_support::skip() {
+        return;
+    }
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
+    let mut engine = small_model();
+    let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS, answer::AnswerBy::Cloze).unwrap();
+    for job in &plan.jobs {
+        let asked = &job.messages[1].content;
+        assert!(asked.ends_with("Answer in a few words."), "{asked}");
+        for option in &set.questions[job.question].options {
+            assert!(!asked.contains(option.as_str()), "the cloze prompt shows option {option:?}");
+        }
+        if job.rotation > 0 {
+            assert_eq!(job.tokens, job.expected_reuse, "rotation {} runs nothing", job.rotation);
+        }
+    }
+    let reused = answer::run(&set, &mut engine, &plan, false, &mut |_| {}).unwrap();
+    let cost = &reused.costs[0];
+    assert_eq!(cost.prompt_tokens - cost.reused_tokens, plan.tokens_to_run(), "the tokens run equal the plan");
+    assert!(cost.run_tokens_by_rotation[1..].iter().all(|&r| r == 0), "{:?}", cost.run_tokens_by_rotation);
+    assert!(cost.decode_steps > 0, "each option's tokens are scored");
+    for (q, a) in set.questions.iter().zip(&reused.answers) {
+        let chosen: Vec<&str> = a.given["context"]
+            .iter()
+            .enumerate()
+            .map(|(r, letter)| q.options_in(r)[eval::LETTERS.iter().position(|l| l == letter).unwrap()])
+            .collect();
+        assert!(chosen.iter().all(|o| *o == chosen[0]), "{}: {chosen:?}", q.id);
+    }
+    let fresh = answer::run(&set, &mut engine, &plan, true, &mut |_| {}).unwrap();
+    for (r, f) in reused.answers.iter().zip(&fresh.answers) {
+        assert_eq!(r.given, f.given, "{}: prefix reuse changed an answer", r.id);
+    }
+}
