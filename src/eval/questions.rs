@@ -204,17 +204,20 @@ pub fn system_prompt() -> &'static str {
 
 /// The system prompt when the model is asked without options (`keet eval --answer cloze`).
 pub fn system_prompt_cloze_answers() -> String {
-    let letters = &table().system.prompt;
-    let head = letters.rfind(". ").map_or(letters.as_str(), |at| &letters[..at + 1]);
-    format!("{head} {}", table().system.prompt_cloze_answers)
+    with_last_sentence(&table().system.prompt_cloze_answers)
 }
 
 /// The system prompt when the model answers with the option's text: the letter prompt with its
 /// last sentence ("Reply with the letter ...") replaced.
 pub fn system_prompt_text_answers() -> String {
+    with_last_sentence(&table().system.prompt_text_answers)
+}
+
+/// The letter prompt with its last sentence ("Reply with the letter ...") replaced by `last`.
+fn with_last_sentence(last: &str) -> String {
     let letters = &table().system.prompt;
     let head = letters.rfind(". ").map_or(letters.as_str(), |at| &letters[..at + 1]);
-    format!("{head} {}", table().system.prompt_text_answers)
+    format!("{head} {last}")
 }
 
 impl Table {
