@@ -67,8 +67,9 @@ pub struct EvalArgs {
     /// likelihood (the option the model finds likeliest), or cloze (the question asked without its
     /// options, and the option whose text the model finds likeliest as its reply: the form
     /// OLMES and lm-eval-harness use for small models, with no order for a bias to follow).
-    /// Default: letter; text with --sets, whose long contexts leave the 1.5B model answering one
-    /// letter to most prompts.
+    /// Default: cloze for profiles (the default 1.5B model reads its context but answers `B` to
+    /// half of the lettered prompts: docs/evaluation.md); text with --sets, whose long contexts
+    /// leave it answering one letter to most prompts; letter with --twins.
     #[arg(long, value_enum)]
     pub answer: Option<answer::AnswerBy>,
     /// Write the questions, their answers, the raw metrics each answer follows from, and the
@@ -400,7 +401,13 @@ fn score_run(
 
 /// How the model answers: `--answer`, else letters for single profiles and text for sets.
 fn answer_by(a: &EvalArgs) -> answer::AnswerBy {
-    a.answer.unwrap_or(if a.sets { answer::AnswerBy::Text } else { answer::AnswerBy::Letter })
+    a.answer.unwrap_or(if a.sets {
+        answer::AnswerBy::Text
+    } else if a.twins.is_some() {
+        answer::AnswerBy::Letter
+    } else {
+        answer::AnswerBy::Cloze
+    })
 }
 
 #[cfg(test)]
@@ -420,7 +427,8 @@ mod tests {
 
     #[test]
     fn sets_answer_with_text_and_single_profiles_with_letters_unless_told() {
-        assert_eq!(by(&["keet", "p.csv"]), answer::AnswerBy::Letter);
+        assert_eq!(by(&["keet", "p.csv"]), answer::AnswerBy::Cloze);
+        assert_eq!(by(&["keet", "--twins", "t.toml"]), answer::AnswerBy::Letter);
         assert_eq!(by(&["keet", "--sets", "dir"]), answer::AnswerBy::Text);
         assert_eq!(by(&["keet", "--sets", "dir", "--answer", "letter"]), answer::AnswerBy::Letter);
         assert_eq!(by(&["keet", "p.csv", "--answer", "likelihood"]), answer::AnswerBy::Likelihood);

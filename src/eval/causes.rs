@@ -121,11 +121,9 @@ fn option_phrase(option: &str, source: &str) -> String {
     if source != "kernel" {
         return option[..option.find(" (").unwrap_or(option.len())].trim().to_string();
     }
-    // "void ns::name<T>(float *) grid (..) block (..)" → "name"
+    // "void ns::name<T>(float *) grid (..) block (..)" → "name", as keet's context names it
     let head = &option[..option.find(" grid (").unwrap_or(option.len())];
-    let head = &head[..head.find(['(', '<']).unwrap_or(head.len())];
-    let last = head.split_whitespace().next_back().unwrap_or_default();
-    last.rsplit("::").next().unwrap_or(last).to_string()
+    crate::rules::kind::short_kernel_name(head)
 }
 
 /// How `context` states the keyed answer of `q`.
@@ -256,7 +254,7 @@ mod tests {
             ],
             "B",
         );
-        let ctx = "- Profile, top-opportunities: The largest estimated gains: device_kernel up to 3 µs; gemm up to 1 µs\n";
+        let ctx = "- Profile, top-opportunities: The largest estimated gains: Fwd up to 3 µs; gemm up to 1 µs\n";
         assert_eq!(stated(&g, ctx), Stated::OptionWords);
         assert_eq!(option_phrase("reduce grid (4,1,1) block (32,1,1)", "kernel"), "reduce");
     }

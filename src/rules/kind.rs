@@ -106,6 +106,8 @@ impl KernelKind {
 
 #[derive(Deserialize)]
 struct Table {
+    /// Templates that only wrap the real kernel ([`short_kernel_name`] looks through them).
+    wrappers: Vec<String>,
     kernel: Vec<Entry>,
     family: Vec<FamilyEntry>,
 }
@@ -149,15 +151,33 @@ pub fn short_kernel_name(name: &str) -> String {
     }
     let last = plain.trim().rsplit("::").next().unwrap_or("").trim();
     let last = last.rsplit(' ').next().unwrap_or(last);
-    // CUTLASS's `cutlass::Kernel2<cutlass_80_tensorop_...>`: the template argument is the name.
-    let generic = last.is_empty() || last.trim_end_matches(|c: char| c.is_ascii_digit()).eq_ignore_ascii_case("kernel");
-    if generic {
-        let inner = name.split_once('<').map_or(name, |(_, rest)| rest);
-        let inner: String = inner.chars().take_while(|c| !matches!(c, '<' | '>' | ',' | '(')).collect();
-        let inner = inner.trim().rsplit("::").next().unwrap_or("").trim().to_string();
-        return if inner.is_empty() { name.trim_start_matches("void ").chars().take(60).collect() } else { inner };
+    if !last.is_empty() && !is_wrapper(last) {
+        return last.to_string();
     }
-    last.to_string()
+    // `cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>>`: the
+    // first template argument that is not itself a wrapper is the name.
+    let mut rest = name;
+    for _ in 0..4 {
+        let Some((_, inner)) = rest.split_once('<') else { break };
+        let ident: String = inner.chars().take_while(|c| !matches!(c, '<' | '>' | ',' | '(')).collect();
+        let ident = ident.trim().rsplit("::").next().unwrap_or("").trim();
+        if ident.is_empty() {
+            break;
+        }
+        if !is_wrapper(ident) {
+            return ident.to_string();
+        }
+        rest = inner;
+    }
+    if !last.is_empty() {
+        return last.to_string(); // a function that is only called `kernel`
+    }
+    name.trim_start_matches("void ").chars().take(60).collect()
+}
+
+/// A template that only wraps the real kernel (`expert/kernels.toml` `wrappers`).
+fn is_wrapper(name: &str) -> bool {
+    table().wrappers.iter().any(|w| w == name)
 }
 
 /// Recognises a kernel from its name and facts.
@@ -204,9 +224,20 @@ mod tests {
         );
         assert_eq!(super::short_kernel_name("nvjet_tst_64x8_64x16_2x1_v_bz_TNT"), "nvjet_tst_64x8_64x16_2x1_v_bz_TNT");
         assert_eq!(super::short_kernel_name("fused_moe_kernel"), "fused_moe_kernel");
+        assert_eq!(super::short_kernel_name("kernel(float *)"), "kernel");
         assert_eq!(
             super::short_kernel_name("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_128x64_64x4_tn_align8>(Params)"),
             "cutlass_80_tensorop_s16816gemm_bf16_128x64_64x4_tn_align8"
+        );
+        assert_eq!(
+            super::short_kernel_name(
+                "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>>>>>>(T1::Params)"
+            ),
+            "FlashAttnFwdSm90"
+        );
+        assert_eq!(
+            super::short_kernel_name("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int>, X>>(T1::Params)"),
+            "GemmUniversal"
         );
     }
 

@@ -14,7 +14,10 @@ pub struct KernelName {
 
 /// Splits `full` into its base name and template arguments.
 pub fn parse(full: &str) -> KernelName {
-    let name = full.trim();
+    // An anonymous namespace, as the demanglers print it (`<unnamed>` from c++filt and ncu,
+    // `(anonymous namespace)` from Clang), is a namespace, not a template or a parameter list.
+    let plain = full.replace("<unnamed>::", "").replace("(anonymous namespace)::", "");
+    let name = plain.trim();
     let name = name.strip_prefix("void ").unwrap_or(name).trim_start();
     let mut depth = 0usize;
     let mut open: Option<usize> = None;
@@ -255,6 +258,12 @@ mod tests {
         assert_eq!(n.base, "cutlass::Kernel");
         assert_eq!(n.template_args.unwrap(), vec!["cutlass_80_simt_sgemm_128x256_8x4_tt_align1".to_string()]);
         assert_eq!(parse("ampere_sgemm_64x64_nn").base, "ampere_sgemm_64x64_nn");
+        // An anonymous namespace is no template: two unrelated kernels in one must not share a base
+        // (h200-moe's arange and QK-norm kernels were once one "set" with an empty name).
+        let n = parse("void <unnamed>::fused_qknorm_warp<128, 1, __nv_bfloat16>(<unnamed>::QKNormParams)");
+        assert_eq!((n.base.as_str(), n.template_args.unwrap().len()), ("fused_qknorm_warp", 3));
+        assert_eq!(parse("void at::native::<unnamed>::distribution_kernel<float>(int)").base, "at::native::distribution_kernel");
+        assert_eq!(parse("(anonymous namespace)::scan(int *)").base, "scan");
     }
 
     #[test]

@@ -87,7 +87,7 @@ fn eval_answers_every_question_in_every_format_asked() {
     let delta = 100.0 * (correct[2] as f64 - correct[0] as f64) / n as f64;
     assert!((vs["delta_pts"].as_f64().unwrap() - delta).abs() < 1e-9);
     // Each context prefilled once per format: most prompt tokens come from the KV state, and each
-    // rotation after the first runs only its options.
+    // rotation after the first runs less than the first (the default cloze form: nothing at all).
     for c in r["cost"].as_array().unwrap() {
         assert!(c["reused_tokens"].as_u64().unwrap() * 2 > c["prompt_tokens"].as_u64().unwrap(), "{c}");
         let by_rotation: Vec<u64> = c["run_tokens_by_rotation"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();

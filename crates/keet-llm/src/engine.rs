@@ -682,17 +682,27 @@ impl Engine {
 
     /// Scores each of `options` as the assistant's answer: the mean log-probability per token of
     /// the option's text (in the tokenizer's own tokens) after the prompt, as likelihood-scored
-    /// multiple choice does (lm-eval-harness). The prompt runs once; each option then runs its
-    /// tokens on top of it (the logits after each, [`CausalLm::forward_each`]); the next option
-    /// reuses the prompt's KV state (the prefix it shares with what the cache holds). Returns the index of the most likely option, the scores,
-    /// and the timings (`generated_tokens`: option tokens run).
+    /// multiple choice does (lm-eval-harness). Returns the index of the most likely option, the
+    /// scores, and the timings of [`Engine::option_log_probs`].
     pub fn choose_likeliest(&mut self, messages: &[ChatMessage], options: &[&str]) -> Result<(usize, Vec<f32>, Timings), LlmError> {
+        let (scored, timings) = self.option_log_probs(messages, options)?;
+        let scores: Vec<f32> = scored.iter().map(|o| o.mean() as f32).collect();
+        let best = (0..scores.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
+        Ok((best, scores, timings))
+    }
+
+    /// The log-probability of each of `options` as the assistant's whole reply after the prompt of
+    /// `messages` (in the tokenizer's own tokens). The prompt runs once (reusing the longest cached
+    /// prefix); each option then runs its tokens on top of it (the logits after each,
+    /// [`CausalLm::forward_each`]), and the next option reuses the prompt's KV state. Timings:
+    /// the prompt's, with `generated_tokens` the option tokens run and `decode_s` their time.
+    pub fn option_log_probs(&mut self, messages: &[ChatMessage], options: &[&str]) -> Result<(Vec<OptionLogProb>, Timings), LlmError> {
         if options.is_empty() {
             return Err(err("no options"));
         }
         let (first, mut timings) = self.run_prompt(messages)?;
         let started = Instant::now();
-        let mut scores = Vec::with_capacity(options.len());
+        let mut scored = Vec::with_capacity(options.len());
         for (i, option) in options.iter().enumerate() {
             let tokens = self.tokenizer.encode(option)?;
             let Some((last, _)) = tokens.split_last() else {
@@ -710,11 +720,10 @@ impl Engine {
                 timings.generated_tokens += run.len();
             }
             total += log_prob(&logits, *last);
-            scores.push((total / tokens.len() as f64) as f32);
+            scored.push(OptionLogProb { log_prob: total, tokens: tokens.len() });
         }
         timings.decode_s = started.elapsed().as_secs_f64();
-        let best = (0..scores.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
-        Ok((best, scores, timings))
+        Ok((scored, timings))
     }
 
     /// Runs the chat prompt of `messages` (reusing the longest cached prefix) and returns the
@@ -804,6 +813,22 @@ impl SplitMix64 {
 }
 
 /// `ln p(token)` under the softmax of `logits`.
+/// An option's log-probability as a reply ([`Engine::option_log_probs`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptionLogProb {
+    /// The natural log of the probability of the option's whole text.
+    pub log_prob: f64,
+    /// Its length in the tokenizer's tokens.
+    pub tokens: usize,
+}
+
+impl OptionLogProb {
+    /// The mean log-probability per token (lm-eval-harness's length normalisation).
+    pub fn mean(&self) -> f64 {
+        self.log_prob / self.tokens.max(1) as f64
+    }
+}
+
 fn log_prob(logits: &[f32], token: u32) -> f64 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let sum: f64 = logits.iter().map(|&l| ((l as f64) - max).exp()).sum();

@@ -21,7 +21,7 @@ pub mod threads;
 pub mod tokenizer;
 
 pub use batch::{BatchDecoder, Prompt, Request, Ticket};
-pub use engine::{Engine, EngineOptions, GenerateOptions, Generation, ModelInfo, StopReason, Timings};
+pub use engine::{Engine, EngineOptions, GenerateOptions, Generation, ModelInfo, OptionLogProb, StopReason, Timings};
 pub use model::{CausalLm, LlmError, Sequences, SlotRun, WeightBytes};
 pub use shared::{EngineHandle, Generate, SharedEngine};
 pub use template::ChatMessage;
