@@ -226,7 +226,8 @@ fn answer_all(a: &EvalArgs, set: &eval::EvalSet, engine: &mut Engine, formats: &
 pub fn run(a: EvalArgs) -> anyhow::Result<i32> {
     if let (Some(answers), Some(questions)) = (&a.answers, &a.questions) {
         return match score::score_files(questions, answers) {
-            Ok(report) => {
+            Ok(mut report) => {
+                add_causes_from_file(questions, &mut report)?;
                 render_report(&a, &report)?;
                 Ok(0)
             }
@@ -336,6 +337,29 @@ fn print_set_notes(a: &EvalArgs, set: &eval::EvalSet, formats: &[Condition]) {
             eprintln!("keet eval --sets: {}", eval::sets::context_tokens(set, formats, count.as_ref()));
         }
     }
+}
+
+/// `--answers`: where the questions file carries keet's context (as `--questions-out` writes it),
+/// how it states each key and why the `context` format's wrong answers were wrong, as a run with
+/// the model reports them.
+fn add_causes_from_file(path: &std::path::Path, report: &mut score::EvalReport) -> anyhow::Result<()> {
+    let questions = score::read_questions(path)?;
+    let mut contexts: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(path)?.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if let (Some(id), Some(context)) = (v["id"].as_str(), v["contexts"]["context"].as_str()) {
+            contexts.insert(id.to_string(), context.to_string());
+        }
+    }
+    if contexts.len() < questions.len() {
+        return Ok(()); // not every question carries keet's context: nothing to classify against
+    }
+    let context_of = |q: &eval::Question| contexts.get(&q.id).cloned().unwrap_or_default();
+    report.context_states = eval::causes::states(&questions, &context_of);
+    if report.formats.iter().any(|f| f == Condition::Context.name()) {
+        report.wrong_answer_causes = eval::causes::tally(&questions, &report.answers, Condition::Context.name(), &context_of);
+    }
+    Ok(())
 }
 
 /// `--no-llm`: how keet's context states each question's key, and the questions with

@@ -193,6 +193,23 @@ fn planted_answers_score_as_planted() {
     assert!(text.contains("100% [") || text.contains("100.0% ["), "{text}");
 }
 
+#[test]
+fn answers_from_a_file_say_why_the_context_format_was_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qpath, qs) = write_questions(dir.path(), &[corpus("h200-moe/decode_c1.ncu-rep")], "0");
+    let lines: Vec<String> = qs.iter().map(|q| json!({"id": q["id"], "format": "context", "answer": "C"}).to_string()).collect();
+    let o = score(&qpath, &write_answers(dir.path(), "a.jsonl", &lines));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(schema_errors(&r).is_empty());
+    let overall = |rows: &Value| rows.as_array().unwrap().iter().find(|k| k["kind"] == "overall").cloned().unwrap();
+    // The questions file carries keet's context: every key is classified, and every question the
+    // always-C answerer got wrong.
+    assert_eq!(overall(&r["context_states"])["questions"].as_u64(), Some(qs.len() as u64));
+    let wrong = qs.iter().filter(|q| q["answer"] != "C").count() as u64;
+    assert_eq!(overall(&r["wrong_answer_causes"])["questions"].as_u64(), Some(wrong));
+}
+
 /// The answers of a planted answerer that always says B, in all four rotations: on questions
 /// whose keys are A, B, C and D equally often, 25% in every rotation and 0% circular; on any
 /// questions, 25% over the rotations and 0% circular. The text table heads with circular accuracy.
