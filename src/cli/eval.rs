@@ -199,10 +199,11 @@ fn answer_all(a: &EvalArgs, set: &eval::EvalSet, engine: &mut Engine, formats: &
     let plan = answer::plan_formats(set, engine, formats, rotations, answer_by(a))?;
     let rate = answer::prompt_rate(engine, 256)?;
     let to_run = plan.tokens_to_run();
+    let option_tokens = plan.option_tokens_to_run();
     let by_rotation = plan.tokens_to_run_by_rotation();
-    let expected_s = if rate > 0.0 { to_run as f64 / rate } else { f64::NAN };
+    let expected_s = if rate > 0.0 { (to_run + option_tokens) as f64 / rate } else { f64::NAN };
     eprintln!(
-        "keet eval: {} questions x {} formats x {} rotation{} with {} ({} threads): {} prompt tokens, {} of them reused from the context's KV state, {} to run ({} for rotation 0, {} for the other rotations) at about {:.0} tokens/s (warm-up): expected about {}",
+        "keet eval: {} questions x {} formats x {} rotation{} with {} ({} threads): {} prompt tokens, {} of them reused from the context's KV state or answered already, {} to run ({} for rotation 0, {} for the other rotations), and {} option tokens to score, at about {:.0} tokens/s (warm-up): expected about {}",
         set.questions.len(),
         formats.len(),
         rotations,
@@ -214,10 +215,11 @@ fn answer_all(a: &EvalArgs, set: &eval::EvalSet, engine: &mut Engine, formats: &
         to_run,
         by_rotation[0],
         by_rotation[1..].iter().sum::<usize>(),
+        option_tokens,
         rate,
         minutes(expected_s)
     );
-    let b = bar(to_run as u64, "answering [{bar:30}] {percent}% of prompt tokens, {elapsed_precise} ETA {eta}");
+    let b = bar((to_run + option_tokens) as u64, "answering [{bar:30}] {percent}% of the tokens to run, {elapsed_precise} ETA {eta}");
     let run = answer::run(set, engine, &plan, false, &mut |done| b.set_position(done as u64))?;
     b.finish_and_clear();
     Ok(run)

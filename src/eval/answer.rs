@@ -15,15 +15,17 @@
 //! which is greedy decoding under a grammar that admits exactly one letter; an option's text is
 //! greedy decoding under a grammar that admits exactly the four options ([`Engine::choose_text`]),
 //! which runs a decode step only where options left still share their first tokens. In the cloze
-//! form the question is asked without its options and each option's text is scored as the reply;
-//! its rotations are the same prompt, answered once.
+//! form the question is asked without its options and each option's text is scored as the reply:
+//! a prompt asked again (its rotations, the same question under another seed, another format
+//! with the same text) is not run again, and each of its options is scored once, whatever
+//! question it is an option of ([`Scored`]).
 
 use super::peers::Format;
 use super::score::Answered;
 use super::{questions, Condition, EvalError, EvalSet, Question, LETTERS};
 use crate::llm::{ChatMessage, Engine, Timings};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// How the model gives its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
@@ -100,6 +102,9 @@ pub struct Job {
     /// Prompt tokens, and those expected to be reused from the job before.
     pub tokens: usize,
     pub expected_reuse: usize,
+    /// Option tokens this job runs to score its options (the cloze form: those of options not
+    /// yet scored after this prompt; each option's last token is scored, not run).
+    pub option_tokens: usize,
 }
 
 /// Every prompt of a run in the order it runs, with the token counts that predict its cost.
@@ -120,6 +125,10 @@ impl Plan {
     /// Tokens the model must run (the prompt tokens not reused).
     pub fn tokens_to_run(&self) -> usize {
         self.jobs.iter().map(|j| j.tokens - j.expected_reuse).sum()
+    }
+    /// Option tokens the model must run to score the options (the cloze form).
+    pub fn option_tokens_to_run(&self) -> usize {
+        self.jobs.iter().map(|j| j.option_tokens).sum()
     }
     /// Tokens the model must run, per rotation (rotation 0 first).
     pub fn tokens_to_run_by_rotation(&self) -> Vec<usize> {
@@ -163,6 +172,8 @@ pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotation
     let mut jobs = Vec::with_capacity(order.len() * formats.len());
     let mut truncated = 0;
     let mut previous: Vec<u32> = Vec::new();
+    // the cloze form: the options already scored after each prompt (as `run` keeps them)
+    let mut scored: HashMap<[String; 2], HashSet<&str>> = HashMap::new();
     for about_one_context in order.chunk_by(|&a, &b| set.questions[a].context == set.questions[b].context) {
         for format in formats {
             // (the text as given, fitted to the window): fitted once per distinct text
@@ -178,13 +189,22 @@ pub fn plan_formats(set: &EvalSet, engine: &Engine, formats: &[Format], rotation
                 let ctx = fitted.as_ref().map(|f| f.1.as_str()).unwrap_or_default();
                 let messages = [ChatMessage::system(by.system_prompt()), ChatMessage::user(prompt(ctx, q, rotation, by))];
                 let ids = engine.prompt_tokens(&messages)?;
+                let tokens = ids.len();
+                let mut option_tokens = 0;
+                if by == AnswerBy::Cloze {
+                    let known = scored.entry(prompt_key(&messages)).or_default();
+                    let new: Vec<&str> = q.options_in(0).into_iter().filter(|o| known.insert(o)).collect();
+                    if new.is_empty() {
+                        // every option already scored after this very prompt: nothing runs
+                        let format = format.clone();
+                        jobs.push(Job { format, question: i, rotation, messages, tokens, expected_reuse: tokens, option_tokens });
+                        continue;
+                    }
+                    option_tokens = new.iter().map(|o| count(o).saturating_sub(1)).sum();
+                }
                 let common = previous.iter().zip(&ids).take_while(|(a, b)| a == b).count();
-                let expected_reuse = if by == AnswerBy::Cloze && rotation > 0 {
-                    ids.len() // the rotation's prompt is rotation 0's, and its answer too: nothing runs
-                } else {
-                    common.min(ids.len().saturating_sub(1)) / granularity * granularity
-                };
-                jobs.push(Job { format: format.clone(), question: i, rotation, messages, tokens: ids.len(), expected_reuse });
+                let expected_reuse = common.min(tokens.saturating_sub(1)) / granularity * granularity;
+                jobs.push(Job { format: format.clone(), question: i, rotation, messages, tokens, expected_reuse, option_tokens });
                 previous = ids;
             }
         }
@@ -212,14 +232,14 @@ pub struct AnswerRun {
 
 /// Runs `plan`: every question in every format and rotation, one letter each. With `fresh`, the KV cache is
 /// dropped before each question (a full prefill every time: the reference the reuse must match).
-/// `progress(tokens run so far)` after each question.
+/// `progress(tokens run so far)` after each question (prompt tokens, and in the cloze form option
+/// tokens: [`Plan::tokens_to_run`] plus [`Plan::option_tokens_to_run`] in all).
 pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progress: &mut dyn FnMut(usize)) -> Result<AnswerRun, EvalError> {
     let mut given: Vec<BTreeMap<String, Vec<String>>> = vec![BTreeMap::new(); set.questions.len()];
     let mut costs: BTreeMap<&str, FormatCost> = BTreeMap::new();
     let mut contexts: BTreeMap<&str, std::collections::BTreeSet<usize>> = BTreeMap::new();
     let mut run_tokens = 0usize;
-    // (format, question) -> the option chosen in the cloze form (its index in rotation 0)
-    let mut cloze: BTreeMap<(&str, usize), usize> = BTreeMap::new();
+    let mut scored = Scored::default();
     engine.reset();
     for job in &plan.jobs {
         if fresh {
@@ -233,16 +253,7 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
             }
             AnswerBy::Cloze => {
                 let q = &set.questions[job.question];
-                let key = (job.format.name(), job.question);
-                let (option, t) = match cloze.get(&key) {
-                    // the same prompt in every rotation: scored once
-                    Some(&option) => (option, Timings { prompt_tokens: job.tokens, reused_tokens: job.tokens, ..Default::default() }),
-                    None => {
-                        let (option, _, t) = engine.choose_likeliest(&job.messages, &q.options_in(0))?;
-                        cloze.insert(key, option);
-                        (option, t)
-                    }
-                };
+                let (option, t) = scored.choose(engine, job, &q.options_in(0))?;
                 (q.position_in(option, job.rotation), t)
             }
         };
@@ -263,6 +274,9 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         cost.decode_s += t.decode_s;
         contexts.entry(name).or_default().insert(set.questions[job.question].context);
         run_tokens += t.prompt_tokens - t.reused_tokens;
+        if plan.answer_by == AnswerBy::Cloze {
+            run_tokens += t.generated_tokens; // the options' tokens, which the plan counts too
+        }
         progress(run_tokens);
     }
     let answers = set
@@ -281,6 +295,44 @@ pub fn run(set: &EvalSet, engine: &mut Engine, plan: &Plan, fresh: bool, progres
         })
         .collect();
     Ok(AnswerRun { answers, costs, truncated: plan.truncated })
+}
+
+/// A prompt as the cloze form's scores are keyed: its system and user text.
+fn prompt_key(messages: &[ChatMessage; 2]) -> [String; 2] {
+    [messages[0].content.clone(), messages[1].content.clone()]
+}
+
+/// The cloze form's option scores (mean log-probability per token, as
+/// [`Engine::choose_likeliest`] ranks them) by prompt and option text: the same prompt gives the
+/// same scores, so a prompt asked again (a rotation, the same question under another seed) runs
+/// only the options not yet scored after it, and nothing when it has them all.
+#[derive(Default)]
+struct Scored(HashMap<[String; 2], HashMap<String, f32>>);
+
+impl Scored {
+    /// The likeliest of `options` as the reply to `job`'s prompt (its index; the first of equal
+    /// scores, as [`Engine::choose_likeliest`]) and what scoring it cost.
+    fn choose(&mut self, engine: &mut Engine, job: &Job, options: &[&str]) -> Result<(usize, Timings), EvalError> {
+        let known = self.0.entry(prompt_key(&job.messages)).or_default();
+        let mut missing: Vec<&str> = Vec::new();
+        for option in options {
+            if !known.contains_key(*option) && !missing.contains(option) {
+                missing.push(option);
+            }
+        }
+        let timings = if missing.is_empty() {
+            Timings { prompt_tokens: job.tokens, reused_tokens: job.tokens, ..Default::default() }
+        } else {
+            let (log_probs, timings) = engine.option_log_probs(&job.messages, &missing)?;
+            for (option, lp) in missing.iter().zip(log_probs) {
+                known.insert(option.to_string(), lp.mean() as f32);
+            }
+            timings
+        };
+        let means: Vec<f32> = options.iter().map(|o| known[*o]).collect();
+        let best = (0..means.len()).fold(0, |best, i| if means[i] > means[best] { i } else { best });
+        Ok((best, timings))
+    }
 }
 
 /// Plans and runs every question in every format and rotation with prefix reuse (no progress shown).

@@ -250,7 +250,7 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
         let by_id: HashMap<u64, &Launch> = profile.launches.iter().map(|l| (l.id, l)).collect();
         let mut kernels: Vec<&KernelExplanation> = report.kernels.iter().collect();
         kernels.sort_by_key(|k| k.rank);
-        let mut profile_kernels = Vec::new();
+        let (mut profile_kernels, mut profile_explained) = (Vec::new(), Vec::new());
         let mut asked = 0usize;
         for k in &kernels {
             let Some(launch) = by_id.get(&k.analysis.id) else { continue };
@@ -264,8 +264,10 @@ pub fn build(inputs: &[PathBuf], opts: &EvalOptions) -> Result<EvalSet, EvalErro
                     asked += 1;
                 }
             }
-            profile_kernels.push(ProfileKernel { label, total_ns: k.kernel.total_duration_ns, launch });
+            profile_kernels.push(ProfileKernel { label: reader_label(k), total_ns: k.kernel.total_duration_ns, launch });
+            profile_explained.push(*k);
         }
+        tell_apart(&mut profile_kernels, &profile_explained);
         if let Some(d) = questions::most_gain(&profile_kernels) {
             let ctx = set.contexts.len();
             let launches: Vec<(&KernelExplanation, &Launch)> =
@@ -450,8 +452,32 @@ pub(crate) fn kernel_label(k: &KernelExplanation) -> String {
     let a = &k.analysis;
     let name: String =
         if a.name.chars().count() > 80 { format!("{}...", a.name.chars().take(80).collect::<String>()) } else { a.name.clone() };
+    format!("{name} {}", launch_shape(a.grid_size, a.block_size))
+}
+
+/// How the profile question's options name a kernel: as a reader does, by the name under its
+/// templates and wrappers ([`crate::rules::kind::short_kernel_name`]: `FlashAttnFwdSm90`, not
+/// `void cutlass::device_kernel<flash::enable_sm90_or_later<...`), with its launch shape.
+fn reader_label(k: &KernelExplanation) -> String {
+    let a = &k.analysis;
+    format!("{} {}", crate::rules::kind::short_kernel_name(&a.name), launch_shape(a.grid_size, a.block_size))
+}
+
+/// Kernels whose reader's labels ([`reader_label`]) coincide take their full labels
+/// ([`kernel_label`]; `explained[i]` is `kernels[i]`'s), so no two options read alike.
+fn tell_apart(kernels: &mut [ProfileKernel], explained: &[&KernelExplanation]) {
+    let labels: Vec<String> = kernels.iter().map(|k| k.label.clone()).collect();
+    for (k, e) in kernels.iter_mut().zip(explained) {
+        if labels.iter().filter(|l| **l == k.label).count() > 1 {
+            k.label = kernel_label(e);
+        }
+    }
+}
+
+/// `grid (x,y,z) block (x,y,z)`, `?` for a size the profile lacks.
+fn launch_shape(grid: Option<[u64; 3]>, block: Option<[u64; 3]>) -> String {
     let shape = |s: Option<[u64; 3]>| s.map(|v| format!("({},{},{})", v[0], v[1], v[2])).unwrap_or_else(|| "?".into());
-    format!("{name} grid {} block {}", shape(a.grid_size), shape(a.block_size))
+    format!("grid {} block {}", shape(grid), shape(block))
 }
 
 /// The report cut down to the kernels in `keep` (rank order kept).
@@ -577,6 +603,28 @@ mod tests {
         set.contexts.truncate(1);
         add_swapped(&mut set);
         assert_eq!(set.contexts[0].swapped, "", "one kernel has no other to swap with");
+    }
+
+    /// The profile question names kernels as a reader does: FlashAttention 3 by its own name, not
+    /// by the CUTLASS wrapper's `void cutlass::device_kernel<...`, and two launches of one kernel
+    /// by their shapes (a real H200 profile with both).
+    #[test]
+    fn the_profile_question_names_kernels_as_a_reader_does() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/h200-moe/sglang_short_decode_raw.csv");
+        let set = build(&[path], &EvalOptions { top: 5, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
+        let q = set.questions.iter().find(|q| q.kind == QuestionKind::MostGain).expect("a most-gain question");
+        let mut options = q.options.clone();
+        options.sort();
+        assert_eq!(
+            options,
+            [
+                "FlashAttnFwdSm90 grid (132,1,1) block (384,1,1)",
+                "fused_moe_kernel grid (192,1,1) block (128,1,1)",
+                "fused_moe_kernel grid (256,1,1) block (128,1,1)",
+                "nvjet_tst_64x8_64x16_4x1_v_bz_TNT grid (4,20,1) block (384,1,1)",
+            ]
+        );
+        assert_eq!(q.options[LETTERS.iter().position(|l| *l == q.answer).unwrap()], options[0], "FlashAttention gains the most");
     }
 
     /// `position_in` finds an option under its letter in every rotation (the cloze answer's letter).

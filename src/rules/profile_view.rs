@@ -230,7 +230,7 @@ fn top_opportunities(kernels: &[KernelTime], total: f64, t: &Table) -> Option<Pr
         let items: Vec<String> = opp
             .iter()
             .map(|k| {
-                let name = distinct_name(k, &opp);
+                let name = launch_name(k);
                 format!(
                     "{name} up to {} ({}% of the profile, {})",
                     crate::format::duration_3(k.gain_ns.unwrap_or(0.0)),
@@ -256,15 +256,13 @@ fn top_opportunities(kernels: &[KernelTime], total: f64, t: &Table) -> Option<Pr
     }
 }
 
-/// A kernel's short name, with its grid where another kernel of `among` has the same short name
-/// (two launch shapes of `fused_moe_kernel` are two kernels to the reader).
-fn distinct_name(k: &KernelTime, among: &[&KernelTime]) -> String {
+/// A kernel as the opportunities name it: its short name and its launch shape, as the report's
+/// kernel sections show it (two launch shapes of `fused_moe_kernel` are two kernels to the reader,
+/// and the shape says which launch of the list below is meant).
+fn launch_name(k: &KernelTime) -> String {
     let name = super::kind::short_kernel_name(&k.name);
-    let shared = among.iter().any(|o| !std::ptr::eq(*o, k) && super::kind::short_kernel_name(&o.name) == name);
-    match k.grid_size {
-        Some([x, y, z]) if shared => format!("{name} grid ({x},{y},{z})"),
-        _ => name,
-    }
+    let shape = |label: &str, s: Option<[u64; 3]>| s.map(|[x, y, z]| format!(" {label} ({x},{y},{z})")).unwrap_or_default();
+    format!("{name}{}{}", shape("grid", k.grid_size), shape("block", k.block_size))
 }
 
 #[cfg(test)]
@@ -320,14 +318,15 @@ mod tests {
     fn opportunities_name_a_kernel_by_what_it_is_and_tell_two_launch_shapes_apart() {
         let moe = |grid: u64, gain: f64| KernelTime {
             grid_size: Some([grid, 1, 1]),
+            block_size: Some([128, 1, 1]),
             ..k("fused_moe_kernel", Family::Gemm, 1, 50_000.0, Some(gain))
         };
         let flash = "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::Mainloop<2>>>>(T1::Params)";
         let v = profile_view(&[moe(256, 20_000.0), moe(192, 10_000.0), k(flash, Family::Attention, 1, 90_000.0, Some(40_000.0))]);
         let top = v.findings.iter().find(|f| f.category == ProfileCategory::TopOpportunities).unwrap();
-        assert!(top.claim.contains("FlashAttnFwdSm90 up to 40 µs"), "{}", top.claim);
-        assert!(top.claim.contains("fused_moe_kernel grid (256,1,1) up to 20 µs"), "{}", top.claim);
-        assert!(top.claim.contains("fused_moe_kernel grid (192,1,1) up to 10 µs"), "{}", top.claim);
+        assert!(top.claim.contains("gains: FlashAttnFwdSm90 up to 40 µs"), "no shape where the profile has none: {}", top.claim);
+        assert!(top.claim.contains("fused_moe_kernel grid (256,1,1) block (128,1,1) up to 20 µs"), "{}", top.claim);
+        assert!(top.claim.contains("fused_moe_kernel grid (192,1,1) block (128,1,1) up to 10 µs"), "{}", top.claim);
     }
 
     #[test]

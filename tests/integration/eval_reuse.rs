@@ -183,14 +183,17 @@ fn answers_by_text_follow_the_options_tokens() {
 
 /// The cloze form (`--answer cloze`): the question is asked without its options, so every rotation
 /// is the same prompt, scored once (the rotations after the first run nothing, as the plan says),
-/// and the letter given in each rotation is the one the same option stands under there.
+/// and the letter given in each rotation is the one the same option stands under there. A question
+/// asked again under another seed scores only the options it has not had: the option tokens run
+/// are the plan's, fewer than scoring every question's options, and every answer is the one a cold
+/// engine gives the question alone.
 #[test]
 fn cloze_answers_one_option_in_every_rotation() {
     if llm_support::skip() {
         return;
     }
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/rtxa2000-sample/addConstDouble.ncu-rep");
-    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0], jobs: 1, concurrency: 1 }).unwrap();
+    let set = eval::build(&[profile], &EvalOptions { top: 1, seeds: vec![0, 1], jobs: 1, concurrency: 1 }).unwrap();
     let mut engine = small_model();
     let plan = answer::plan(&set, &engine, &[Condition::Context], eval::ROTATIONS, answer::AnswerBy::Cloze).unwrap();
     for job in &plan.jobs {
@@ -207,7 +210,21 @@ fn cloze_answers_one_option_in_every_rotation() {
     let cost = &reused.costs[0];
     assert_eq!(cost.prompt_tokens - cost.reused_tokens, plan.tokens_to_run(), "the tokens run equal the plan");
     assert!(cost.run_tokens_by_rotation[1..].iter().all(|&r| r == 0), "{:?}", cost.run_tokens_by_rotation);
-    assert!(cost.decode_steps > 0, "each option's tokens are scored");
+    assert_eq!(cost.decode_steps, plan.option_tokens_to_run(), "the option tokens run equal the plan");
+    let every_option: usize =
+        set.questions.iter().flat_map(|q| q.options.iter()).map(|o| engine.tokenizer().encode(o).unwrap().len() - 1).sum();
+    assert!(
+        cost.decode_steps < every_option,
+        "the second seed's questions reuse the first's scores: {} option tokens run, {every_option} without",
+        cost.decode_steps
+    );
+    for job in plan.jobs.iter().filter(|j| j.rotation == 0) {
+        let q = &set.questions[job.question];
+        engine.reset();
+        let (alone, _, _) = engine.choose_likeliest(&job.messages, &q.options_in(0)).unwrap();
+        let given = &reused.answers[job.question].given["context"][0];
+        assert_eq!(given, eval::LETTERS[alone], "{}: the answer differs from the question's alone", q.id);
+    }
     for (q, a) in set.questions.iter().zip(&reused.answers) {
         let chosen: Vec<&str> = a.given["context"]
             .iter()

@@ -694,13 +694,16 @@ impl Engine {
     /// The log-probability of each of `options` as the assistant's whole reply after the prompt of
     /// `messages` (in the tokenizer's own tokens). The prompt runs once (reusing the longest cached
     /// prefix); each option then runs its tokens on top of it (the logits after each,
-    /// [`CausalLm::forward_each`]), and the next option reuses the prompt's KV state. Timings:
-    /// the prompt's, with `generated_tokens` the option tokens run and `decode_s` their time.
+    /// [`CausalLm::forward_each`]), and the next option goes back to the prompt's KV state (cut
+    /// back to it where the model holds it exactly, as a cold run computes it; else the prompt
+    /// runs again from its reused prefix). Timings: the prompt's, with `generated_tokens` the
+    /// option tokens run and `decode_s` their time.
     pub fn option_log_probs(&mut self, messages: &[ChatMessage], options: &[&str]) -> Result<(Vec<OptionLogProb>, Timings), LlmError> {
         if options.is_empty() {
             return Err(err("no options"));
         }
         let (first, mut timings) = self.run_prompt(messages)?;
+        let prompt_len = self.cached.len();
         let started = Instant::now();
         let mut scored = Vec::with_capacity(options.len());
         for (i, option) in options.iter().enumerate() {
@@ -708,7 +711,7 @@ impl Engine {
             let Some((last, _)) = tokens.split_last() else {
                 return Err(err(format!("option {i} is empty")));
             };
-            let mut logits = if i == 0 { first.clone() } else { self.run_prompt(messages)?.0 };
+            let mut logits = if i == 0 || self.cut_back_to(prompt_len) { first.clone() } else { self.run_prompt(messages)?.0 };
             let mut total = 0.0f64;
             let chunk = self.model.max_lookahead().max(1);
             for run in tokens[..tokens.len() - 1].chunks(chunk) {
@@ -724,6 +727,17 @@ impl Engine {
         }
         timings.decode_s = started.elapsed().as_secs_f64();
         Ok((scored, timings))
+    }
+
+    /// Cuts the KV cache back to its first `len` positions when the model holds them exactly as a
+    /// cold run computes them ([`CausalLm::reusable_prefix`]); false (nothing cut) otherwise.
+    fn cut_back_to(&mut self, len: usize) -> bool {
+        if len == 0 || self.cached.len() < len || self.model.reusable_prefix(len) != len {
+            return false;
+        }
+        self.model.truncate_cache(len);
+        self.cached.truncate(len);
+        true
     }
 
     /// Runs the chat prompt of `messages` (reusing the longest cached prefix) and returns the
