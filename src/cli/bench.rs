@@ -439,7 +439,8 @@ fn prompt_and_decode(engine: &mut Engine, ids: &[u32], tokens: usize) -> anyhow:
     let end_ids = engine.tokenizer().end_ids.clone();
     let model = engine.model_mut();
     let t = Instant::now();
-    let mut logits = model.forward(ids, 0)?;
+    // the prompt path the engine runs prompts on (`Engine` prefills with `forward_prompt`)
+    let mut logits = model.forward_prompt(ids, 0)?;
     let pp_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     for pos in ids.len()..ids.len() + tokens {

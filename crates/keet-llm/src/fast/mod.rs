@@ -32,6 +32,7 @@
 pub mod cpu;
 pub mod kernels;
 pub mod kquants;
+pub mod pairs;
 pub mod pool;
 pub mod vnni;
 
@@ -46,7 +47,7 @@ use candle_core::Device;
 pub use crate::model::SlotRun;
 use crate::model::{CausalLm, LlmError, Sequences, WeightBytes};
 use kernels::{QAct, QType, QK};
-use kquants::{QActK, QK_K};
+use kquants::{KType, QActK, QK_K};
 use pool::{Pool, SyncPtr};
 
 /// Calls with at most this many tokens use the token-major (decode) path, unless they are prompt
@@ -1340,8 +1341,11 @@ fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mu
             }
         });
     }
-    // the activations interleaved by tiles of 16 tokens for the AVX-512 VNNI kernel (once for all rows)
+    // the activations interleaved by tiles of 16 tokens (once for all rows): four bytes at a time
+    // for the AVX-512 VNNI kernel, else two at a time for the AVX2 Q4_K kernel
     let tiles = (simd && vnni::available()).then(|| vnni::TokenTiles::build(&acts, t_n, k / QK_K));
+    let pair_tiles = (simd && tiles.is_none() && pairs::available() && parts.iter().any(|p| p.fmt.kind() == Some(KType::Q4K)))
+        .then(|| pairs::PairTiles::build(&acts, t_n, k / QK_K));
     let op = SyncPtr::new(out);
     pool.run(chunks.len(), &|ci| {
         let (pi, r0, r1, off) = chunks[ci];
@@ -1352,9 +1356,10 @@ fn gemm(pool: &Pool, parts: &[QMat], xt: &[f32], t_n: usize, tp: usize, out: &mu
         // other chunks and in bounds (asserted above); `out` outlives the run.
         let o = unsafe { op.slice((off + r0) * tp, (r1 - r0) * tp) };
         let wd = &w.data[r0 * rb..r1 * rb];
-        match &tiles {
-            Some(tiles) => vnni::gemm_rows(kind, wd, r1 - r0, k, tiles, o, tp),
-            None => kquants::gemm_rows(kind, wd, r1 - r0, k, &acts, t_n, o, tp, simd),
+        match (&tiles, &pair_tiles) {
+            (Some(tiles), _) => vnni::gemm_rows(kind, wd, r1 - r0, k, tiles, o, tp),
+            (None, Some(pair_tiles)) if kind == KType::Q4K => pairs::gemm_rows_q4k(wd, r1 - r0, k, pair_tiles, o, tp),
+            _ => kquants::gemm_rows(kind, wd, r1 - r0, k, &acts, t_n, o, tp, simd),
         }
         for row in o.chunks_exact_mut(tp) {
             row[t_n..].fill(0.0);

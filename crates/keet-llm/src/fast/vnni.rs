@@ -21,7 +21,8 @@ use super::kquants::{KType, QActK, QK_K};
 pub fn available() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAS.get_or_init(|| {
-        let forced_avx2 = std::env::var("KEET_CPU").is_ok_and(|v| v.eq_ignore_ascii_case("avx2"));
+        let forced_avx2 =
+            std::env::var("KEET_CPU").is_ok_and(|v| v.eq_ignore_ascii_case("avx2") || v.eq_ignore_ascii_case("avx2-per-token"));
         !forced_avx2 && detected()
     })
 }
