@@ -51,6 +51,41 @@ pub struct QActK {
     pub bsums: Vec<i16>,
 }
 
+/// The per-token values the tiled prompt GEMMs take beside the quants, token-minor (`tp` tokens,
+/// padded with zeros): `scales` `[block][token]` the Q8_K block scales; `sums16` / `sums32`
+/// `[block][group][token]` the quants' sums over each 16 (32) of a block times the block scale
+/// (`sums16` only `with_sums16`, for Q6_K's offset; `sums32` for the Q4_K/Q5_K mins).
+pub struct TileSums {
+    pub scales: Vec<f32>,
+    pub sums16: Vec<f32>,
+    pub sums32: Vec<f32>,
+}
+
+impl TileSums {
+    /// [`TileSums`] of the first `t_n` vectors of `a` (each `nb` blocks), `tp` tokens wide.
+    pub fn build(a: &QActK, t_n: usize, nb: usize, tp: usize, with_sums16: bool) -> TileSums {
+        let mut scales = vec![0f32; nb * tp];
+        let mut sums16 = vec![0f32; if with_sums16 { nb * 16 * tp } else { 0 }];
+        let mut sums32 = vec![0f32; nb * 8 * tp];
+        for t in 0..t_n {
+            for b in 0..nb {
+                let ad = a.d[t * nb + b];
+                scales[b * tp + t] = ad;
+                let bs = &a.bsums[(t * nb + b) * 16..(t * nb + b + 1) * 16];
+                if with_sums16 {
+                    for g in 0..16 {
+                        sums16[(b * 16 + g) * tp + t] = bs[g] as f32 * ad;
+                    }
+                }
+                for j in 0..8 {
+                    sums32[(b * 8 + j) * tp + t] = (bs[2 * j] as i32 + bs[2 * j + 1] as i32) as f32 * ad;
+                }
+            }
+        }
+        TileSums { scales, sums16, sums32 }
+    }
+}
+
 impl QActK {
     /// Quantizes `x` (a multiple of 256 values) block by block.
     pub fn quantize(&mut self, x: &[f32]) {

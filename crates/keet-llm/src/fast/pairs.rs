@@ -17,7 +17,7 @@
 //! on that). Q5_K and Q6_K, whose wider quants allow only 4 and 2 pairs in 16 bits, keep the
 //! per-token kernel.
 
-use super::kquants::{QActK, QK_K};
+use super::kquants::{QActK, TileSums, QK_K};
 
 /// Tokens per tile: the 16 lanes of 16 bits of a 256-bit vector.
 pub const TILE: usize = 16;
@@ -59,8 +59,6 @@ impl PairTiles {
         let tp = Self::padded(t_n);
         let k = nb * QK_K;
         let mut quants = vec![0i8; tp * k];
-        let mut scales = vec![0f32; nb * tp];
-        let mut sums32 = vec![0f32; nb * 8 * tp];
         for t in 0..t_n {
             let (tile, at) = (t / TILE, slot(t % TILE));
             let src = &a.qs[t * k..(t + 1) * k];
@@ -68,15 +66,8 @@ impl PairTiles {
             for (p, pair) in src.chunks_exact(2).enumerate() {
                 dst[(p * TILE + at) * 2..][..2].copy_from_slice(pair);
             }
-            for b in 0..nb {
-                let ad = a.d[t * nb + b];
-                scales[b * tp + t] = ad;
-                let bs = &a.bsums[(t * nb + b) * 16..(t * nb + b + 1) * 16];
-                for j in 0..8 {
-                    sums32[(b * 8 + j) * tp + t] = (bs[2 * j] as i32 + bs[2 * j + 1] as i32) as f32 * ad;
-                }
-            }
         }
+        let TileSums { scales, sums32, .. } = TileSums::build(a, t_n, nb, tp, false);
         PairTiles { quants, scales, sums32, t_n, nb }
     }
 }
